@@ -1,0 +1,95 @@
+"""Source -> a jitted JAX function, and the cache that makes a rebuilt graph free.
+
+The cache is keyed by whatever hashable structural key the caller computes; codegen never
+looks at the front end's graph.  A hit costs one dict lookup.  A miss builds the Program
+(SymPy work), emits source and compiles it with XLA on its first call; the time of each
+phase is kept in ``stats`` so growth with graph size is visible.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import jax
+
+from codegen.emit import emit
+from symgrad.ir import Program
+
+
+@dataclass
+class CompiledProgram:
+    """A compiled program with the IR and source it came from."""
+
+    program: Program
+    source: str
+    fn: object
+    first_call_pending: bool = True
+
+    def __call__(self, *arrays):
+        if not self.first_call_pending:
+            return self.fn(*arrays)
+        start = time.perf_counter()
+        out = self.fn(*arrays)
+        jax.block_until_ready(out)
+        stats.xla_seconds += time.perf_counter() - start
+        self.first_call_pending = False
+        return out
+
+
+@dataclass
+class Stats:
+    """Counters that tests use to prove the cache works (not timings)."""
+
+    compiles: int = 0
+    hits: int = 0
+    sympy_seconds: float = 0.0
+    emit_seconds: float = 0.0
+    xla_seconds: float = 0.0
+    emitted_nodes: list = field(default_factory=list)
+
+    def reset(self):
+        self.__init__()
+
+
+stats = Stats()
+
+
+def compile_program(program: Program) -> CompiledProgram:
+    start = time.perf_counter()
+    source = emit(program)
+    namespace: dict = {}
+    exec(compile(source, f"<symgrad:{program.name}>", "exec"), namespace)
+    fn = jax.jit(namespace[program.name])
+    stats.emit_seconds += time.perf_counter() - start
+    return CompiledProgram(program, source, fn)
+
+
+class ProgramCache:
+    """Structural key -> CompiledProgram."""
+
+    def __init__(self):
+        self._programs: dict = {}
+
+    def get(self, key, build):
+        """The compiled program for ``key``; ``build()`` makes its Program on a miss."""
+        compiled = self._programs.get(key)
+        if compiled is not None:
+            stats.hits += 1
+            return compiled
+        start = time.perf_counter()
+        program = build()
+        stats.sympy_seconds += time.perf_counter() - start
+        compiled = compile_program(program)
+        stats.compiles += 1
+        stats.emitted_nodes.append(program.node_count())
+        self._programs[key] = compiled
+        return compiled
+
+    def clear(self):
+        self._programs.clear()
+
+    def __len__(self):
+        return len(self._programs)
+
+
+cache = ProgramCache()

@@ -1,0 +1,142 @@
+"""One IR expression -> JAX source text.
+
+The printer is a name table (SymPy head -> JAX function) plus the few heads that need their
+own shape of call.  It prints one assignment's expression at a time, never a whole program,
+so program size never meets Python's recursion limit.
+"""
+from __future__ import annotations
+
+import sympy as sp
+from sympy.printing.precedence import PRECEDENCE, precedence
+from sympy.printing.str import StrPrinter
+
+from symgrad.ir import functions as F
+
+# SymPy or IR head name -> JAX function applied to the printed arguments.
+ELEMENTWISE = {
+    "exp": "jnp.exp", "log": "jnp.log", "sin": "jnp.sin", "cos": "jnp.cos", "tan": "jnp.tan",
+    "tanh": "jnp.tanh", "sinh": "jnp.sinh", "cosh": "jnp.cosh", "atan": "jnp.arctan",
+    "Abs": "jnp.abs", "sign": "jnp.sign", "log1p": "jnp.log1p", "expm1": "jnp.expm1",
+    "sigmoid": "jax.nn.sigmoid", "softplus": "jax.nn.softplus", "relu": "jax.nn.relu",
+    "erf": "jax.scipy.special.erf",
+}
+
+DTYPES = {"float16": "jnp.float16", "float32": "jnp.float32", "float64": "jnp.float64",
+          "int32": "jnp.int32", "int64": "jnp.int64", "bool": "jnp.bool_"}
+
+
+def _axes(tup) -> str:
+    return repr(tuple(int(a) for a in tup))
+
+
+class JaxPrinter(StrPrinter):
+    """Prints elementwise SymPy expressions and IR primitives as ``jax.numpy`` calls."""
+
+    def _print_Symbol(self, expr):
+        return expr.name
+
+    def _print_Float(self, expr):
+        return repr(float(expr))
+
+    def _print_Rational(self, expr):
+        return f"({expr.p}/{expr.q})" if expr.q != 1 else str(expr.p)
+
+    def _print_Half(self, expr):
+        return "0.5"
+
+    def _print_Pow(self, expr, rational=False):
+        base, exponent = expr.args
+        if exponent == sp.S.Half:
+            return f"jnp.sqrt({self._print(base)})"
+        if exponent == -sp.S.Half:
+            return f"(1/jnp.sqrt({self._print(base)}))"
+        if exponent.is_Number and exponent < 0:
+            positive = sp.Pow(base, -exponent, evaluate=False)
+            return f"(1/{self.parenthesize(positive, PRECEDENCE['Mul'])})"
+        if exponent.is_Integer:
+            return f"{self.parenthesize(base, PRECEDENCE['Pow'], strict=True)}**{exponent}"
+        return f"jnp.power({self._print(base)}, {self._print(exponent)})"
+
+    def _print_Function(self, expr):
+        name = type(expr).__name__
+        if name in ELEMENTWISE:
+            return f"{ELEMENTWISE[name]}({', '.join(self._print(a) for a in expr.args)})"
+        raise NotImplementedError(f"codegen has no JAX lowering for {name}")
+
+    def _print_Max(self, expr):
+        return self._fold("jnp.maximum", expr.args)
+
+    def _print_Min(self, expr):
+        return self._fold("jnp.minimum", expr.args)
+
+    def _fold(self, fn, args):
+        text = self._print(args[0])
+        for a in args[1:]:
+            text = f"{fn}({text}, {self._print(a)})"
+        return text
+
+    def _print_Heaviside(self, expr):
+        at_zero = expr.args[1] if len(expr.args) > 1 else sp.S.Half
+        return f"jnp.heaviside({self._print(expr.args[0])}, {self._print(at_zero)})"
+
+    def _print_DiracDelta(self, expr):
+        return f"jnp.zeros_like({self._print(expr.args[0])})"
+
+    def _print_step(self, expr):
+        return f"jnp.heaviside({self._print(expr.args[0])}, 0.0)"
+
+    def _print_equal(self, expr):
+        a, b = (self._print(x) for x in expr.args)
+        return f"({a} == {b}).astype({a}.dtype)"
+
+    # structural primitives
+    def _print_Matmul(self, expr):
+        return f"jnp.matmul({self._print(expr.args[0])}, {self._print(expr.args[1])})"
+
+    def _reduction(self, fn, expr):
+        x, axes, keepdim = expr.args
+        return f"{fn}({self._print(x)}, axis={_axes(axes)}, keepdims={bool(keepdim)})"
+
+    def _print_ReduceSum(self, expr):
+        return self._reduction("jnp.sum", expr)
+
+    def _print_ReduceMax(self, expr):
+        return self._reduction("jnp.max", expr)
+
+    def _print_LogSumExp(self, expr):
+        return self._reduction("jax.nn.logsumexp", expr)
+
+    def _print_Reshape(self, expr):
+        return f"jnp.reshape({self._print(expr.args[0])}, {_axes(expr.args[1])})"
+
+    def _print_BroadcastTo(self, expr):
+        return f"jnp.broadcast_to({self._print(expr.args[0])}, {_axes(expr.args[1])})"
+
+    def _print_Permute(self, expr):
+        return f"jnp.transpose({self._print(expr.args[0])}, {_axes(expr.args[1])})"
+
+    def _print_AsType(self, expr):
+        return f"{self._print(expr.args[0])}.astype({DTYPES[str(expr.args[1])]})"
+
+    def _print_OneHot(self, expr):
+        x, classes, dtype = expr.args
+        return f"jax.nn.one_hot({self._print(x)}, {int(classes)}, dtype={DTYPES[str(dtype)]})"
+
+    def _print_StopGradient(self, expr):
+        return f"jax.lax.stop_gradient({self._print(expr.args[0])})"
+
+
+def _check_complete():
+    """Every IR head must have a lowering: fail at import, not deep inside a compile."""
+    for head in (*F.ELEMENTWISE_FUNCTIONS, *F.STRUCTURAL_PRIMITIVES):
+        name = head.__name__
+        if name not in ELEMENTWISE and not hasattr(JaxPrinter, f"_print_{name}"):
+            raise ImportError(f"codegen.printer: IR head {name} has no JAX lowering")
+
+
+_check_complete()
+_printer = JaxPrinter({"order": "none"})
+
+
+def to_jax(expr) -> str:
+    return _printer.doprint(expr)

@@ -1,0 +1,31 @@
+"""``torch.autograd``: ``backward`` and ``grad`` as functions."""
+from __future__ import annotations
+
+from symgrad import engine
+from symgrad.grad_mode import enable_grad, no_grad, set_grad_enabled  # noqa: F401  (PyTorch exposes them here)
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, inputs=None):
+    tensors = [tensors] if not isinstance(tensors, (list, tuple)) else list(tensors)
+    grads = grad_tensors if isinstance(grad_tensors, (list, tuple)) else [grad_tensors] * len(tensors)
+    for tensor, grad in zip(tensors, grads):
+        engine.backward(tensor, grad, retain_graph=bool(retain_graph), inputs=inputs)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, allow_unused=False):
+    """Gradients of ``outputs`` w.r.t. ``inputs`` returned, not accumulated into ``.grad``."""
+    single = not isinstance(inputs, (list, tuple))
+    inputs = [inputs] if single else list(inputs)
+    saved = [t._grad for t in inputs]
+    for t in inputs:
+        t._grad = None
+    try:
+        engine.backward(outputs, grad_outputs, retain_graph=bool(retain_graph), inputs=inputs)
+        result = [t._grad for t in inputs]
+    finally:
+        for t, g in zip(inputs, saved):
+            t._grad = g
+    if not allow_unused and any(r is None for r in result):
+        raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
+                           "Set allow_unused=True if this is the desired behavior.")
+    return tuple(result)

@@ -1,0 +1,93 @@
+"""PyTorch's dtypes, ``torch.Size``, and its type-promotion rule.
+
+Promotion follows PyTorch, not NumPy or JAX: a Python number never widens a tensor's dtype
+(``float32_tensor * 0.1`` stays float32), a 0-dim tensor only does so when it is of a higher
+kind (bool < integer < floating), and integers meeting a float number give the default float.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class dtype:
+    """A tensor element type; ``repr`` is PyTorch's (``torch.float32``)."""
+
+    __slots__ = ("name", "numpy", "kind", "itemsize")
+
+    def __init__(self, name: str, kind: int):
+        self.name = name
+        self.numpy = np.dtype(name if name != "bool" else np.bool_)
+        self.kind = kind  # 0 bool, 1 integer, 2 floating
+        self.itemsize = self.numpy.itemsize
+
+    @property
+    def is_floating_point(self) -> bool:
+        return self.kind == 2
+
+    def __repr__(self):
+        return f"torch.{self.name}"
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+
+bool_ = dtype("bool", 0)
+int32 = dtype("int32", 1)
+int64 = dtype("int64", 1)
+float16 = dtype("float16", 2)
+float32 = dtype("float32", 2)
+float64 = dtype("float64", 2)
+
+ALL = (bool_, int32, int64, float16, float32, float64)
+_BY_NUMPY = {d.numpy: d for d in ALL}
+_DEFAULT_FOR_KIND = {0: bool_, 1: int64, 2: float32}
+
+
+def _by_name(name: str) -> dtype:
+    return next(d for d in ALL if d.name == name)
+
+
+def from_numpy(np_dtype) -> dtype:
+    np_dtype = np.dtype(np_dtype)
+    if np_dtype in _BY_NUMPY:
+        return _BY_NUMPY[np_dtype]
+    if np_dtype.kind in "iu":
+        return int64
+    raise TypeError(f"can't convert np.ndarray of type {np_dtype} to a symgrad dtype; "
+                    "supported: " + ", ".join(d.name for d in ALL))
+
+
+def default_for(value) -> dtype:
+    """The dtype PyTorch gives a Python scalar."""
+    if isinstance(value, bool):
+        return bool_
+    if isinstance(value, int):
+        return int64
+    return float32
+
+
+def promote(operands) -> dtype:
+    """Result dtype for ``(dtype, priority)`` pairs: 2 dim>0 tensor, 1 0-dim tensor, 0 Python number."""
+    top_kind = max(d.kind for d, _ in operands)
+    for priority in (2, 1, 0):
+        group = [d for d, p in operands if p == priority]
+        if group and max(d.kind for d in group) == top_kind:
+            if priority == 0:
+                return _DEFAULT_FOR_KIND[top_kind]
+            return max((d for d in group if d.kind == top_kind), key=lambda d: d.itemsize)
+    raise AssertionError("unreachable")
+
+
+class Size(tuple):
+    """``torch.Size``: a tuple that prints as ``torch.Size([5, 3])``."""
+
+    def __repr__(self):
+        return f"torch.Size({list(self)})"
+
+    __str__ = __repr__
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n

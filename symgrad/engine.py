@@ -1,0 +1,234 @@
+"""Running recorded graphs: a structural key, a compiled program per key, values and .grad back.
+
+Both entry points walk the graph once into a flat, topologically ordered list and key the
+program by that list (op, attributes, requires_grad and input positions per node; shape and
+dtype per input).  A key seen before costs a dict lookup and one compiled call: no SymPy, no
+XLA.  On a miss the walk is lowered to a Program (each op's SymPy form), differentiated
+symbolically for ``backward``, emitted as JAX source and jitted.
+
+Leaves whose value is pending (updated in place under ``no_grad``, or detached before being
+computed) are computed inside the same program and stored, so a training loop's parameter
+update runs fused into the next step and the graph never grows from step to step.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from codegen import cache
+from symgrad.autodiff import reverse_mode
+from symgrad.graph import LEAF, leaf
+from symgrad.ir import Program
+
+FREED_MESSAGE = ("Trying to backward through the graph a second time (or directly access saved tensors "
+                 "after they have already been freed). Saved intermediate values of the graph are freed when "
+                 "you call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
+                 "through the graph a second time or if you need to access saved tensors after calling backward.")
+
+
+class Walk:
+    """The nodes a request needs, in topological order, with one key entry per node."""
+
+    __slots__ = ("order", "index", "entries", "inputs")
+
+    def __init__(self):
+        self.order, self.index, self.entries, self.inputs = [], {}, [], []
+
+    def add(self, root, through_grad: bool, to_leaves: bool = False) -> int:
+        """Add ``root`` and what it needs; returns its position.  Iterative: graphs can be deep.
+
+        Nodes with values are inputs, except non-leaf nodes that requires grad when
+        ``through_grad`` (their ops are differentiated) and every non-leaf when ``to_leaves``.
+        """
+        index = self.index
+        if id(root) in index:
+            return index[id(root)]
+        stack = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if id(node) in index:
+                continue
+            is_input = node.value is not None and (
+                node.op is LEAF if to_leaves else not (through_grad and node.requires_grad and node.op is not LEAF))
+            if is_input:
+                self.entries.append((None, node.shape, node.dtype, node.requires_grad))
+                self.inputs.append(node.value)
+            elif expanded:
+                self.entries.append((node.op, node.attrs, node.requires_grad,
+                                     tuple([index[id(i)] for i in node.inputs])))
+            else:
+                stack.append((node, True))
+                stack.extend((i, False) for i in node.inputs if id(i) not in index)
+                continue
+            index[id(node)] = len(self.order)
+            self.order.append(node)
+        return index[id(root)]
+
+    def is_input(self, position: int) -> bool:
+        return self.entries[position][0] is None
+
+    def pending_leaves(self, upto: int):
+        return tuple(i for i in range(upto) if self.order[i].op is LEAF and self.order[i].value is None)
+
+    def lower(self, program: Program, names=None):
+        """Each node's expression in ``program``: inputs become symbols, ops their SymPy forms.
+
+        ``names`` maps ``id(node)`` to the name its input symbol should have.
+        """
+        exprs = []
+        for position, node in enumerate(self.order):
+            entry = self.entries[position]
+            if entry[0] is None:
+                hint = (names or {}).get(id(node)) or ("w" if node.requires_grad and node.op is LEAF else "x")
+                exprs.append(program.input(node.shape, node.dtype.name, hint))
+            else:
+                exprs.append(node.op.build(program, node, *[exprs[i] for i in entry[3]]))
+        return exprs
+
+
+# ------------------------------------------------------------------------------ values
+
+
+def realize(nodes) -> None:
+    """Compute the values of ``nodes`` (and of the pending leaves they need) in one program."""
+    walk = Walk()
+    wanted = tuple(walk.add(n, False) for n in nodes)
+    wanted = tuple(dict.fromkeys(wanted + walk.pending_leaves(len(walk.order))))
+    wanted = tuple(i for i in wanted if not walk.is_input(i))
+    if not wanted:
+        return
+    key = ("value", tuple(walk.entries), wanted)
+    compiled = cache.get(key, lambda: _value_program(walk, wanted))
+    for position, value in zip(wanted, compiled(*walk.inputs)):
+        _store(walk.order[position], value)
+
+
+def _value_program(walk: Walk, wanted) -> Program:
+    program = Program("forward")
+    exprs = walk.lower(program)
+    for position in wanted:
+        node = walk.order[position]
+        program.output(exprs[position], node.shape, node.dtype.name, f"value {position}")
+    return program
+
+
+def _store(node, value) -> None:
+    node.value = value
+    if node.op is LEAF:
+        node.inputs = ()  # a computed leaf forgets how it was computed: chains never grow
+
+
+# ---------------------------------------------------------------------------- backward
+
+
+class BackwardPlan:
+    """Everything ``backward`` needs: the walk, the targets and the structural key."""
+
+    def __init__(self, root, gradient, inputs=None):
+        self.walk = walk = Walk()
+        self.root = walk.add(root, True)
+        self.seed = walk.add(gradient, False) if gradient is not None else -1
+        path, targets = _gradient_path(root)
+        if inputs is not None:
+            chosen = {id(t._node) for t in inputs}
+            targets = [t for t in targets if id(t) in chosen]
+        self.path = path
+        self.main = len(walk.order)
+        self.targets = [(walk.index[id(t)], t) for t in targets]
+        self.owners = [t.owner() for _, t in self.targets]
+        existing = [owner._grad for owner in self.owners]
+        self.accumulate = tuple(walk.add(g._node, False) if g is not None else -1 for g in existing)
+        self.pending = walk.pending_leaves(self.main)
+        self.key = ("grad", tuple(walk.entries), self.root, self.seed, self.main,
+                    tuple(p for p, _ in self.targets), self.accumulate)
+
+    def program(self) -> Program:
+        walk = self.walk
+        program = Program("forward_backward")
+        exprs = walk.lower(program)
+        blocked = {exprs[i] for i, n in enumerate(walk.order)
+                   if not n.requires_grad and isinstance(exprs[i], sp.Symbol)}
+        seed = exprs[self.seed] if self.seed >= 0 else sp.S.One
+        grads = reverse_mode(program, exprs[self.root], seed, [exprs[p] for p, _ in self.targets], blocked)
+        root = walk.order[self.root]
+        program.output(exprs[self.root], root.shape, root.dtype.name, "output")
+        for position in self.pending:
+            node = walk.order[position]
+            program.output(exprs[position], node.shape, node.dtype.name, f"leaf {position}")
+        for (position, node), grad, previous in zip(self.targets, grads, self.accumulate):
+            total = grad + exprs[previous] if previous >= 0 else grad
+            program.output(total, node.shape, node.dtype.name, f"grad {position}")
+        return program
+
+
+def _gradient_path(root):
+    """Non-leaf nodes a gradient flows through, and the nodes whose .grad it fills, in order."""
+    seen, path, targets, stack = {id(root)}, [], [], [root]
+    while stack:
+        node = stack.pop()
+        if node.op is LEAF:
+            if node.owner is not None and node.owner() is not None:
+                targets.append(node)
+            continue
+        path.append(node)
+        if node.retains_grad and node.owner() is not None:
+            targets.append(node)
+        for i in node.inputs:
+            if i.requires_grad and id(i) not in seen:
+                seen.add(id(i))
+                stack.append(i)
+    return path, targets
+
+
+def backward(tensor, gradient=None, retain_graph=False, create_graph=False, inputs=None) -> None:
+    root = tensor._node
+    if create_graph:
+        raise NotImplementedError("backward(create_graph=True) is not supported: symgrad's higher-order "
+                                  "gradients come from symgrad.gradcheck / the functional API")
+    if not root.requires_grad:
+        raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+    if gradient is None:
+        if _numel(root.shape) != 1:
+            raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
+                               f"(backward() on a tensor of shape {tuple(root.shape)}; pass gradient=)")
+        gradient_node = None
+    else:
+        gradient_node = _gradient_node(gradient, root)
+    plan = BackwardPlan(root, gradient_node, inputs)
+    for node in plan.path:
+        if node.freed and node.op.saves:
+            raise RuntimeError(FREED_MESSAGE)
+    compiled = cache.get(plan.key, plan.program)
+    outputs = compiled(*plan.walk.inputs)
+    _store(root, outputs[0])
+    walk = plan.walk
+    for position, value in zip(plan.pending, outputs[1:]):
+        _store(walk.order[position], value)
+    for (position, node), owner, value in zip(plan.targets, plan.owners, outputs[1 + len(plan.pending):]):
+        _accumulate(owner, value, node.dtype)
+    if not retain_graph:
+        for node in plan.path:
+            node.freed = True
+
+
+def _accumulate(owner, value, dtype) -> None:
+    from symgrad.tensor import Tensor
+    if owner._grad is None:
+        owner._grad = Tensor(leaf(value, dtype))
+    else:
+        owner._grad._rebind(leaf(value, dtype))
+
+
+def _gradient_node(gradient, root):
+    from symgrad.creation import as_tensor
+    node = as_tensor(gradient, dtype=root.dtype)._node
+    if node.shape != root.shape:
+        raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of torch.Size({list(node.shape)}) "
+                           f"and output[0] has a shape of torch.Size({list(root.shape)}).")
+    return node
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n

@@ -1,0 +1,85 @@
+"""Grad mode: a thread-local flag, switched by context managers that also decorate."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+
+_state = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    return getattr(_state, "enabled", True)
+
+
+def _set(enabled: bool) -> None:
+    _state.enabled = bool(enabled)
+
+
+class _GradMode(contextlib.ContextDecorator):
+    """Sets grad mode on entry and restores the previous mode on exit."""
+
+    enabled = True
+
+    def __enter__(self):
+        self._previous = is_grad_enabled()
+        _set(self.enabled)
+        return self
+
+    def __exit__(self, *exc):
+        _set(self._previous)
+        return False
+
+    def _recreate_cm(self):  # a fresh instance per decorated call keeps nesting right
+        return type(self)()
+
+
+class no_grad(_GradMode):
+    """Operations inside record no history: results have ``requires_grad=False``."""
+
+    enabled = False
+
+
+class enable_grad(_GradMode):
+    """Turn recording back on inside a ``no_grad`` region."""
+
+    enabled = True
+
+
+class inference_mode(_GradMode):
+    """Like ``no_grad`` (``inference_mode(False)`` leaves grad mode as it is)."""
+
+    def __init__(self, mode: bool = True):
+        self.mode = mode
+
+    def __enter__(self):
+        self._previous = is_grad_enabled()
+        if self.mode:
+            _set(False)
+        return self
+
+    def _recreate_cm(self):
+        return inference_mode(self.mode)
+
+
+class set_grad_enabled(_GradMode):
+    """Sets grad mode at once (as a call) or for a block (as a context manager)."""
+
+    def __init__(self, mode: bool):
+        self._previous = is_grad_enabled()
+        self.mode = bool(mode)
+        _set(self.mode)
+
+    def __enter__(self):
+        return self
+
+    def __call__(self, fn):
+        _set(self._previous)  # as a decorator it acts per call, not when applied
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def with_mode(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+
+        return with_mode

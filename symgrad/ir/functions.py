@@ -1,0 +1,299 @@
+"""The IR's vocabulary beyond SymPy's own heads.
+
+Two kinds of head appear in a program:
+
+* elementwise functions (SymPy's ``exp``, ``log``, ``Max`` ... plus the ones below), whose
+  derivatives SymPy computes through ``fdiff``;
+* structural primitives (``Matmul``, ``ReduceSum`` ...), which change shapes.  Each one holds,
+  in one class, its shape rule, its dtype rule and its vector-Jacobian product.  An
+  assignment in a :class:`~symgrad.ir.program.Program` is either an elementwise expression or
+  exactly one structural primitive applied to symbols and constants.
+
+The JAX lowering of every head lives in ``codegen/printer.py``; it knows nothing else.
+"""
+from __future__ import annotations
+
+import math
+
+import sympy as sp
+
+
+# --------------------------------------------------------------------------- elementwise
+
+
+class _RealFunction(sp.Function):
+    """An elementwise function of real arrays."""
+
+    def _eval_is_real(self):
+        return True
+
+
+class sigmoid(_RealFunction):
+    """The logistic function 1/(1+exp(-x)); kept whole so it lowers to a stable form."""
+
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        return self * (1 - self)
+
+
+class softplus(_RealFunction):
+    """log(1+exp(x)), lowered stably; its derivative is sigmoid, defined everywhere."""
+
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        return sigmoid(self.args[0])
+
+
+class step(_RealFunction):
+    """1 where x > 0, else 0 (0 at x = 0, as PyTorch's relu gradient)."""
+
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+
+class relu(_RealFunction):
+    """max(x, 0) with the derivative PyTorch uses: 0 at x = 0."""
+
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        return step(self.args[0])
+
+
+class equal(_RealFunction):
+    """1 where a == b, else 0: the mask that routes a max's gradient to its arguments."""
+
+    nargs = 2
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+
+ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, step, relu, equal)
+
+
+# ---------------------------------------------------------------------------- structural
+
+
+def _ints(tup) -> tuple[int, ...]:
+    return tuple(int(v) for v in tup)
+
+
+def _keepdim_shape(shape, axes):
+    return tuple(1 if i in axes else n for i, n in enumerate(shape))
+
+
+class Structural(sp.Function):
+    """A shape-changing primitive: ``args[0..arity)`` are arrays, the rest are attributes."""
+
+    arity = 1
+
+    @classmethod
+    def eval(cls, *args):
+        return None
+
+    def _eval_is_real(self):
+        return True
+
+    def _eval_derivative(self, s):
+        raise TypeError(f"{type(self).__name__} is structural; differentiate it with its vjp")
+
+    @property
+    def arrays(self):
+        return self.args[: self.arity]
+
+    def shape(self, shape_of):
+        raise NotImplementedError
+
+    def dtype(self, dtype_of):
+        return dtype_of(self.args[0])
+
+    def vjp(self, program, g, out):
+        """Contributions ``[(array_arg, cotangent), ...]`` given the output's cotangent g."""
+        raise NotImplementedError
+
+
+class Matmul(Structural):
+    """NumPy/PyTorch ``matmul``: 1-D operands are promoted and the added axis removed."""
+
+    arity = 2
+
+    def shape(self, shape_of):
+        return matmul_shape(shape_of(self.args[0]), shape_of(self.args[1]))
+
+    def vjp(self, p, g, out):
+        a, b = self.args
+        sa, sb = p.shape_of(a), p.shape_of(b)
+        g = p.materialize(g, p.shape_of(out), p.dtype_of(out))
+        if len(sa) == 1 and len(sb) == 1:
+            return [(a, g * b), (b, g * a)]
+        # Promote 1-D operands to matrices, use the matrix rule, and drop the added axis.
+        a2 = p.reshape(a, (1, *sa)) if len(sa) == 1 else a
+        b2 = p.reshape(b, (*sb, 1)) if len(sb) == 1 else b
+        sa2, sb2 = p.shape_of(a2), p.shape_of(b2)
+        g2 = p.reshape(g, (*broadcast_shapes(sa2[:-2], sb2[:-2]), sa2[-2], sb2[-1]))
+        ga = p.sum_to(p.matmul(g2, p.swap_last(b2)), sa2)
+        gb = p.sum_to(p.matmul(p.swap_last(a2), g2), sb2)
+        return [(a, p.reshape(ga, sa)), (b, p.reshape(gb, sb))]
+
+
+def matmul_shape(sa, sb):
+    """Result shape of matmul, or ValueError naming the mismatch as PyTorch does."""
+    if not sa or not sb:
+        raise ValueError("both arguments to matmul need to be at least 1D, but they are "
+                         f"{len(sa)}D and {len(sb)}D")
+    a2 = (1, *sa) if len(sa) == 1 else sa
+    b2 = (*sb, 1) if len(sb) == 1 else sb
+    if a2[-1] != b2[-2]:
+        raise ValueError(f"mat1 and mat2 shapes cannot be multiplied "
+                         f"({a2[-2]}x{a2[-1]} and {b2[-2]}x{b2[-1]})")
+    batch = broadcast_shapes(a2[:-2], b2[:-2])
+    out = (*batch, a2[-2], b2[-1])
+    if len(sa) == 1:
+        out = out[:-2] + out[-1:]
+    if len(sb) == 1:
+        out = out[:-1]
+    return out
+
+
+class ReduceSum(Structural):
+    """sum over ``axes`` (a Tuple of ints), keeping them as size 1 when ``keepdim``."""
+
+    def shape(self, shape_of):
+        return reduced_shape(shape_of(self.args[0]), _ints(self.args[1]), bool(self.args[2]))
+
+    def vjp(self, p, g, out):
+        x, axes, keepdim = self.args
+        return [(x, p.expand_reduced(g, p.shape_of(x), _ints(axes), bool(keepdim)))]
+
+
+class LogSumExp(Structural):
+    """log(sum(exp(x))) over ``axes``, lowered to a max-shifted stable form."""
+
+    def shape(self, shape_of):
+        return reduced_shape(shape_of(self.args[0]), _ints(self.args[1]), bool(self.args[2]))
+
+    def vjp(self, p, g, out):
+        x, axes, keepdim = self.args
+        axes, keepdim, sx = _ints(axes), bool(keepdim), p.shape_of(x)
+        g = p.expand_reduced(g, sx, axes, keepdim)
+        return [(x, g * sp.exp(x - p.expand_reduced(out, sx, axes, keepdim)))]
+
+
+class ReduceMax(Structural):
+    """max over ``axes``; the gradient is shared evenly among tied maxima (as PyTorch)."""
+
+    def shape(self, shape_of):
+        return reduced_shape(shape_of(self.args[0]), _ints(self.args[1]), bool(self.args[2]))
+
+    def vjp(self, p, g, out):
+        x, axes, keepdim = self.args
+        axes, keepdim, sx = _ints(axes), bool(keepdim), p.shape_of(x)
+        mask = p.assign(equal(x, p.expand_reduced(out, sx, axes, keepdim)), sx, p.dtype_of(x), "argmax_mask")
+        count = p.reduce_sum(mask, axes, True)
+        return [(x, p.expand_reduced(g, sx, axes, keepdim) * mask / count)]
+
+
+class Reshape(Structural):
+    def shape(self, shape_of):
+        return _ints(self.args[1])
+
+    def vjp(self, p, g, out):
+        x = self.args[0]
+        return [(x, p.reshape(g, p.shape_of(x)))]
+
+
+class BroadcastTo(Structural):
+    def shape(self, shape_of):
+        return _ints(self.args[1])
+
+    def vjp(self, p, g, out):
+        x = self.args[0]
+        return [(x, p.sum_to(g, p.shape_of(x)))]
+
+
+class Permute(Structural):
+    def shape(self, shape_of):
+        s = shape_of(self.args[0])
+        return tuple(s[i] for i in _ints(self.args[1]))
+
+    def vjp(self, p, g, out):
+        x, perm = self.args
+        inverse = tuple(sorted(range(len(perm)), key=lambda i: int(perm[i])))
+        return [(x, p.permute(g, inverse))]
+
+
+class AsType(Structural):
+    """A dtype conversion; ``args[1]`` is the target dtype's name as a Symbol."""
+
+    def shape(self, shape_of):
+        return shape_of(self.args[0])
+
+    def dtype(self, dtype_of):
+        return str(self.args[1])
+
+    def vjp(self, p, g, out):
+        x = self.args[0]
+        return [(x, p.astype(g, p.dtype_of(x)))]
+
+
+class OneHot(Structural):
+    """one_hot(indices, classes) as floats of dtype ``args[2]``; integer input, no gradient."""
+
+    def shape(self, shape_of):
+        return (*shape_of(self.args[0]), int(self.args[1]))
+
+    def dtype(self, dtype_of):
+        return str(self.args[2])
+
+    def vjp(self, p, g, out):
+        return []
+
+
+class StopGradient(Structural):
+    """The identity whose gradient is zero: a detached value inside a program."""
+
+    def shape(self, shape_of):
+        return shape_of(self.args[0])
+
+    def vjp(self, p, g, out):
+        return []
+
+
+STRUCTURAL_PRIMITIVES = (Matmul, ReduceSum, LogSumExp, ReduceMax, Reshape, BroadcastTo, Permute,
+                         AsType, OneHot, StopGradient)
+
+
+# ------------------------------------------------------------------------- shape helpers
+
+
+def broadcast_shapes(*shapes):
+    """NumPy broadcasting, raising ValueError with PyTorch's wording on a mismatch."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(-ndim, 0):
+        size = 1
+        for s in shapes:
+            n = s[i] if -i <= len(s) else 1
+            if n != 1:
+                if size not in (1, n):
+                    a, b = [s2[i] if -i <= len(s2) else 1 for s2 in shapes if (s2[i] if -i <= len(s2) else 1) != 1][:2]
+                    raise ValueError(f"The size of tensor a ({a}) must match the size of tensor b ({b}) "
+                                     f"at non-singleton dimension {ndim + i}")
+                size = n
+        out.append(size)
+    return tuple(out)
+
+
+def reduced_shape(shape, axes, keepdim):
+    if keepdim:
+        return _keepdim_shape(shape, axes)
+    return tuple(n for i, n in enumerate(shape) if i not in axes)
+
+
+def numel(shape) -> int:
+    return math.prod(shape)

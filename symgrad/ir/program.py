@@ -1,0 +1,198 @@
+"""Program: the IR, an SSA list of SymPy assignments with declared shapes and dtypes.
+
+Every intermediate gets its own symbol, so a program is linear in the size of the graph it
+came from however much sharing that graph has: nothing is ever inlined into a tree.
+Constants are folded as they are assigned (a number needs no symbol), which is the only
+rewrite done here; SymPy's own evaluation does the rest locally (``x*1``, ``0 + g``).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import sympy as sp
+
+from symgrad.ir.functions import (AsType, BroadcastTo, LogSumExp, Matmul, OneHot, Permute,
+                                  ReduceMax, ReduceSum, Reshape, StopGradient, Structural,
+                                  broadcast_shapes, numel, reduced_shape)
+
+
+class Program:
+    """Inputs, assignments and outputs of one compiled function."""
+
+    def __init__(self, name: str = "program"):
+        self.name = name
+        self.inputs: list[sp.Symbol] = []
+        self.assignments: list[tuple[sp.Symbol, sp.Expr]] = []
+        self.outputs: list[tuple[sp.Expr, tuple, str]] = []
+        self.output_names: list[str] = []
+        self.shapes: dict[sp.Symbol, tuple] = {}
+        self.dtypes: dict[sp.Symbol, str] = {}
+        self._taken = Counter()
+
+    # ----------------------------------------------------------------- building blocks
+
+    def _symbol(self, hint: str, shape, dtype) -> sp.Symbol:
+        n = self._taken[hint]
+        self._taken[hint] += 1
+        sym = sp.Symbol(f"{hint}_{n}" if n or hint[-1].isdigit() else hint, real=True)
+        self.shapes[sym] = tuple(shape)
+        self.dtypes[sym] = dtype
+        return sym
+
+    def input(self, shape, dtype: str, hint: str = "x") -> sp.Symbol:
+        sym = self._symbol(hint, shape, dtype)
+        self.inputs.append(sym)
+        return sym
+
+    def assign(self, expr, shape, dtype: str, hint: str = "t", fold: bool = True):
+        """Bind ``expr`` to a fresh symbol; a plain number is returned as it is."""
+        expr = sp.sympify(expr)
+        if fold and (expr.is_Number or isinstance(expr, sp.Symbol)):
+            return expr
+        sym = self._symbol(hint, shape, dtype)
+        self.assignments.append((sym, expr))
+        return sym
+
+    def output(self, expr, shape, dtype: str, name: str):
+        self.outputs.append((sp.sympify(expr), tuple(shape), dtype))
+        self.output_names.append(name)
+
+    # ----------------------------------------------------------------- what things are
+
+    def shape_of(self, expr) -> tuple:
+        if isinstance(expr, sp.Symbol):
+            return self.shapes[expr]
+        if isinstance(expr, Structural):
+            return expr.shape(self.shape_of)
+        return broadcast_shapes(*(self.shapes[s] for s in expr.free_symbols))
+
+    def dtype_of(self, expr) -> str:
+        if isinstance(expr, sp.Symbol):
+            return self.dtypes[expr]
+        if isinstance(expr, Structural):
+            return expr.dtype(self.dtype_of)
+        kinds = {self.dtypes[s] for s in expr.free_symbols}
+        return max(kinds, key=_dtype_rank) if kinds else "float32"
+
+    # ------------------------------------------------------- structural helpers (folded)
+
+    def _structural(self, head, *args, shape=None, dtype=None):
+        arrays = [self._bind(a) for a in args[: head.arity]]
+        expr = head(*arrays, *args[head.arity:])
+        shape = expr.shape(self.shape_of) if shape is None else shape
+        dtype = expr.dtype(self.dtype_of) if dtype is None else dtype
+        return self.assign(expr, shape, dtype, head.__name__.lower())
+
+    def _bind(self, x):
+        """A structural primitive's array argument must be a symbol (or a number)."""
+        if isinstance(x, sp.Symbol) or x.is_Number:
+            return x
+        return self.assign(x, self.shape_of(x), self.dtype_of(x), "t")
+
+    def materialize(self, x, shape, dtype):
+        """An array of ``shape`` for x, which may be a folded number or a smaller array."""
+        if isinstance(x, sp.Symbol) and self.shapes[x] == tuple(shape):
+            return x
+        if not isinstance(x, sp.Symbol) and not x.free_symbols:
+            return self.assign(x, shape, dtype, "full", fold=False)
+        if self.shape_of(x) == tuple(shape):
+            return self.assign(x, shape, dtype, "t")
+        return self._structural(BroadcastTo, x, sp.Tuple(*shape), shape=tuple(shape), dtype=dtype)
+
+    def reshape(self, x, shape):
+        shape = tuple(shape)
+        if x.is_Number or self.shape_of(x) == shape:
+            return x
+        return self._structural(Reshape, x, sp.Tuple(*shape))
+
+    def broadcast_to(self, x, shape):
+        shape = tuple(shape)
+        if x.is_Number or self.shape_of(x) == shape:
+            return x
+        return self._structural(BroadcastTo, x, sp.Tuple(*shape))
+
+    def permute(self, x, perm):
+        perm = tuple(perm)
+        if x.is_Number or perm == tuple(range(len(perm))):
+            return x
+        return self._structural(Permute, x, sp.Tuple(*perm))
+
+    def swap_last(self, x):
+        n = len(self.shape_of(x))
+        return self.permute(x, (*range(n - 2), n - 1, n - 2))
+
+    def matmul(self, a, b):
+        sa, sb = self.shape_of(a), self.shape_of(b)
+        if len(sa) >= 2 and len(sb) >= 2 and sa[-1] == 1:
+            # An outer product: elementwise, which is cheaper and keeps the sign of zeros exact.
+            return self.assign(a * b, broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1]),
+                               self.dtype_of(a), "outer")
+        return self._structural(Matmul, a, b)
+
+    def reduce_sum(self, x, axes, keepdim: bool, shape=None):
+        """Sum of x over axes; ``shape`` is x's full shape when x may be a folded number."""
+        axes = tuple(sorted(axes))
+        if x.is_Number:
+            full = tuple(shape)
+            return x * numel([full[i] for i in axes])
+        if not axes:
+            return x
+        return self._structural(ReduceSum, x, sp.Tuple(*axes), sp.true if keepdim else sp.false)
+
+    def logsumexp(self, x, axes, keepdim: bool):
+        return self._structural(LogSumExp, x, sp.Tuple(*sorted(axes)), sp.true if keepdim else sp.false)
+
+    def reduce_max(self, x, axes, keepdim: bool):
+        return self._structural(ReduceMax, x, sp.Tuple(*sorted(axes)), sp.true if keepdim else sp.false)
+
+    def astype(self, x, dtype: str):
+        if x.is_Number or self.dtype_of(x) == dtype:
+            return x
+        return self._structural(AsType, x, sp.Symbol(dtype))
+
+    def one_hot(self, indices, classes: int, dtype: str):
+        return self._structural(OneHot, indices, sp.Integer(classes), sp.Symbol(dtype))
+
+    def stop_gradient(self, x):
+        return self._structural(StopGradient, x)
+
+    def expand_reduced(self, g, full_shape, axes, keepdim: bool):
+        """g, the cotangent of a reduction's output, laid out to broadcast against its input."""
+        if keepdim or g.is_Number:
+            return g
+        return self.reshape(g, reduced_shape(full_shape, axes, True))
+
+    def sum_to(self, x, shape):
+        """Sum x down to ``shape``: the one place where broadcasting is undone."""
+        shape = tuple(shape)
+        have = self.shape_of(x)
+        if have == shape:
+            return x
+        lead = len(have) - len(shape)
+        axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape)
+                                          if n == 1 and have[i + lead] != 1)
+        summed = self.reduce_sum(x, axes, keepdim=True)
+        return self.reshape(summed, shape)
+
+    # ------------------------------------------------------------------------ inspection
+
+    def node_count(self) -> int:
+        """Assignments plus the operation heads inside them: the emitted program's size."""
+        return sum(_count_ops(expr) for _, expr in self.assignments)
+
+
+def _count_ops(expr) -> int:
+    count, stack = 0, [expr]
+    while stack:
+        e = stack.pop()
+        if e.args and not isinstance(e, (sp.Tuple,)):
+            count += 1
+            stack.extend(a for a in e.args if not a.is_Atom)
+    return max(count, 1)
+
+
+_RANKS = {"bool": 0, "int32": 1, "int64": 2, "float16": 3, "float32": 4, "float64": 5}
+
+
+def _dtype_rank(name: str) -> int:
+    return _RANKS.get(name, 4)

@@ -1,0 +1,187 @@
+"""Elementwise ops: a SymPy form each; SymPy derives every gradient from it.
+
+Python numbers enter as constant nodes, so ``x + 2`` and ``x + y`` are one op; the variants
+that PyTorch names differently (``2 - x`` is ``RsubBackward1``) are entries of their own.
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import sympy as sp
+
+from symgrad import dtypes
+from symgrad.graph import CONST
+from symgrad import ir
+from symgrad.ir import broadcast_shapes
+from symgrad.ops.registry import Example, Op, register
+from symgrad.tensor import apply
+
+UNARY = (Example(((3, 4),)), Example(((),)), Example(((7,),)))
+BINARY = (Example(((3, 4), (3, 4))), Example(((3, 4), (4,))), Example(((2, 1, 3), (4, 1))),
+          Example(((5,), ()), ), Example(((3,), (3,)), scalars={1: 1.5}))
+
+
+def priority(node) -> int:
+    """PyTorch's promotion priority: 0 for a Python number, 1 for a 0-dim tensor, 2 otherwise."""
+    if not node.shape:
+        return 0 if node.op is CONST else 1
+    return 2
+
+
+def infer_elementwise(nodes, float_result=False):
+    shape = broadcast_shapes(*(n.shape for n in nodes))
+    dtype = dtypes.promote([(n.dtype, priority(n)) for n in nodes])
+    if float_result and not dtype.is_floating_point:
+        dtype = dtypes.float32
+    return shape, dtype
+
+
+def elementwise(name, grad_fn, form, *, float_result=False, saves=True, reference=None, torch_fn=None,
+                examples=None, domain=None) -> Op:
+    """Register an op whose value is ``form`` applied to its inputs' symbols."""
+    arity = form.__code__.co_argcount if hasattr(form, "__code__") else 1  # SymPy heads are unary here
+
+    def build(p, node, *xs):
+        return p.assign(form(*xs), node.shape, node.dtype.name, name)
+
+    return register(Op(name, grad_fn, lambda nodes: infer_elementwise(nodes, float_result), build,
+                       saves=saves, reference=reference, torch_fn=torch_fn,
+                       examples=examples or (UNARY if arity == 1 else BINARY),
+                       domain=domain or ("real",) * arity))
+
+
+def _pow_name(nodes):
+    base, exponent = nodes
+    if exponent.op is CONST:
+        return "PowBackward0"
+    return "PowBackward2" if base.op is CONST else "PowBackward1"
+
+
+ADD = elementwise("add", "AddBackward0", lambda a, b: a + b, saves=False, reference=jnp.add,
+                  torch_fn=lambda t, a, b: t.add(a, b))
+SUB = elementwise("sub", "SubBackward0", lambda a, b: a - b, saves=False, reference=jnp.subtract,
+                  torch_fn=lambda t, a, b: t.sub(a, b))
+RSUB = elementwise("rsub", "RsubBackward1", lambda a, b: b - a, saves=False,
+                   reference=lambda a, b: b - a, torch_fn=lambda t, a, b: b - a)
+MUL = elementwise("mul", "MulBackward0", lambda a, b: a * b, reference=jnp.multiply,
+                  torch_fn=lambda t, a, b: t.mul(a, b))
+DIV = elementwise("div", "DivBackward0", lambda a, b: a / b, float_result=True, reference=jnp.true_divide,
+                  torch_fn=lambda t, a, b: t.div(a, b), domain=("real", "nonzero"))
+RDIV = elementwise("rdiv", "MulBackward0", lambda a, b: b / a, float_result=True,
+                   reference=lambda a, b: b / a, torch_fn=lambda t, a, b: b / a, domain=("nonzero", "real"))
+POW = register(Op("pow", _pow_name, lambda nodes: infer_elementwise(nodes),
+                  lambda p, node, a, b: p.assign(a ** b, node.shape, node.dtype.name, "pow"),
+                  reference=jnp.power, torch_fn=lambda t, a, b: t.pow(a, b),
+                  examples=(Example(((3, 4), ()), scalars={1: 2}), Example(((5,), ()), scalars={1: 3.5}),
+                            Example(((3, 4), (3, 4))), Example(((), (4,)), scalars={0: 2.0})),
+                  domain=("positive", "real")))
+MAXIMUM = elementwise("maximum", "MaximumBackward0", lambda a, b: sp.Max(a, b), reference=jnp.maximum,
+                      torch_fn=lambda t, a, b: t.maximum(a, b), examples=BINARY[:3])
+MINIMUM = elementwise("minimum", "MinimumBackward0", lambda a, b: sp.Min(a, b), reference=jnp.minimum,
+                      torch_fn=lambda t, a, b: t.minimum(a, b), examples=BINARY[:3])
+
+NEG = elementwise("neg", "NegBackward0", lambda a: -a, saves=False, reference=jnp.negative,
+                  torch_fn=lambda t, a: t.neg(a))
+EXP = elementwise("exp", "ExpBackward0", sp.exp, float_result=True, reference=jnp.exp,
+                  torch_fn=lambda t, a: t.exp(a))
+LOG = elementwise("log", "LogBackward0", sp.log, float_result=True, reference=jnp.log,
+                  torch_fn=lambda t, a: t.log(a), domain=("positive",))
+SQRT = elementwise("sqrt", "SqrtBackward0", sp.sqrt, float_result=True, reference=jnp.sqrt,
+                   torch_fn=lambda t, a: t.sqrt(a), domain=("positive",))
+SIN = elementwise("sin", "SinBackward0", sp.sin, float_result=True, reference=jnp.sin,
+                  torch_fn=lambda t, a: t.sin(a))
+COS = elementwise("cos", "CosBackward0", sp.cos, float_result=True, reference=jnp.cos,
+                  torch_fn=lambda t, a: t.cos(a))
+TANH = elementwise("tanh", "TanhBackward0", sp.tanh, float_result=True, reference=jnp.tanh,
+                   torch_fn=lambda t, a: t.tanh(a))
+SIGMOID = elementwise("sigmoid", "SigmoidBackward0", ir.sigmoid, float_result=True,
+                      reference=lambda a: 1 / (1 + jnp.exp(-a)), torch_fn=lambda t, a: t.sigmoid(a))
+RELU = elementwise("relu", "ReluBackward0", ir.relu, reference=lambda a: jnp.maximum(a, 0),
+                   torch_fn=lambda t, a: t.relu(a), domain=("kinked",))
+ABS = elementwise("abs", "AbsBackward0", sp.Abs, reference=jnp.abs, torch_fn=lambda t, a: t.abs(a),
+                  domain=("kinked",))
+SOFTPLUS = elementwise("softplus", "SoftplusBackward0", ir.softplus, float_result=True,
+                       reference=lambda a: jnp.logaddexp(a, 0.0),
+                       torch_fn=lambda t, a: t.nn.functional.softplus(a))
+LOGSIGMOID = elementwise("log_sigmoid", "LogSigmoidBackward0", lambda a: -ir.softplus(-a), float_result=True,
+                         reference=lambda a: -jnp.logaddexp(-a, 0.0),
+                         torch_fn=lambda t, a: t.nn.functional.logsigmoid(a))
+
+
+def add(input, other, alpha=1):
+    return apply(ADD, input, other if alpha == 1 else apply(MUL, other, alpha))
+
+
+def sub(input, other, alpha=1):
+    return apply(SUB, input, other if alpha == 1 else apply(MUL, other, alpha))
+
+
+def mul(input, other):
+    return apply(MUL, input, other)
+
+
+def div(input, other):
+    return apply(DIV, input, other)
+
+
+def pow(input, exponent):
+    return apply(POW, input, exponent)
+
+
+def maximum(input, other):
+    return apply(MAXIMUM, input, other)
+
+
+def minimum(input, other):
+    return apply(MINIMUM, input, other)
+
+
+def neg(input):
+    return apply(NEG, input)
+
+
+def exp(input):
+    return apply(EXP, input)
+
+
+def log(input):
+    return apply(LOG, input)
+
+
+def sqrt(input):
+    return apply(SQRT, input)
+
+
+def sin(input):
+    return apply(SIN, input)
+
+
+def cos(input):
+    return apply(COS, input)
+
+
+def tanh(input):
+    return apply(TANH, input)
+
+
+def sigmoid(input):
+    return apply(SIGMOID, input)
+
+
+def relu(input):
+    return apply(RELU, input)
+
+
+def abs(input):
+    return apply(ABS, input)
+
+
+def square(input):
+    return apply(POW, input, 2)
+
+
+def logsigmoid(input):
+    return apply(LOGSIGMOID, input)
+
+
+def softplus(input):
+    return apply(SOFTPLUS, input)

@@ -1,0 +1,42 @@
+"""Matrix products with PyTorch's 1-D/2-D/batched rules."""
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from symgrad import dtypes
+from symgrad.ir import matmul_shape
+from symgrad.ops.registry import Example, Op, register
+from symgrad.tensor import apply
+
+
+def _infer(nodes):
+    a, b = nodes
+    if a.dtype is not b.dtype:
+        raise ValueError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}")
+    return matmul_shape(a.shape, b.shape), dtypes.promote([(a.dtype, 2), (b.dtype, 2)])
+
+
+def _grad_fn(nodes):
+    ranks = tuple(len(n.shape) for n in nodes)
+    named = {(1, 1): "DotBackward0", (2, 2): "MmBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4"}
+    if ranks in named:
+        return named[ranks]
+    return "CloneBackward0" if ranks == (2, 3) else "UnsafeViewBackward0"
+
+
+MATMUL = register(Op("matmul", _grad_fn, _infer, lambda p, node, a, b: p.matmul(a, b),
+                     reference=jnp.matmul, torch_fn=lambda t, a, b: t.matmul(a, b),
+                     examples=(Example(((5,), (5, 3))), Example(((4, 5), (5, 3))), Example(((4, 5), (5,))),
+                               Example(((5,), (5,))), Example(((2, 4, 5), (5, 3))),
+                               Example(((2, 4, 5), (1, 5, 3))), Example(((5,), (2, 5, 3))))))
+
+
+def matmul(input, other):
+    return apply(MATMUL, input, other)
+
+
+def mm(input, mat2):
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"mm: both arguments must be matrices, got shapes {tuple(input.shape)} and "
+                           f"{tuple(mat2.shape)}")
+    return apply(MATMUL, input, mat2)

@@ -1,0 +1,58 @@
+"""The op registry: one entry per PyTorch operation, plain data that tests loop over.
+
+An entry says everything about its op in one place:
+
+* ``infer(nodes, *attrs) -> (shape, dtype)``: PyTorch's shape and dtype rule, run when the
+  op is recorded so that a bad call fails at the user's line (raise ValueError with
+  PyTorch's wording; the front end adds op, shapes and dtypes and raises RuntimeError);
+* ``build(program, node, *exprs) -> expr``: the op's SymPy form, written with IR
+  assignments.  Its gradient is never written here: elementwise forms are differentiated by
+  SymPy and structural primitives carry their own vector-Jacobian products (symgrad.ir);
+* ``grad_fn``: the name of PyTorch's backward node (a string, or a function of the inputs);
+* ``saves``: whether PyTorch keeps tensors for the backward (a second backward then fails);
+* ``reference``: the same function in ``jax.numpy``; ``torch_fn``: the same call in PyTorch;
+  ``examples``: input shapes and attributes the generic tests use; ``domain``: which values
+  each input may take ("real", "positive", "nonzero", "unit", "label").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass(eq=False, repr=False)
+class Op:
+    name: str
+    grad_fn: str | Callable | None
+    infer: Callable
+    build: Callable
+    saves: bool = True
+    reference: Callable | None = None
+    torch_fn: Callable | None = None
+    examples: tuple = ()
+    domain: tuple = ()
+
+    def __repr__(self):
+        return f"<op {self.name}>"
+
+    def backward_name(self, nodes, attrs) -> str:
+        return self.grad_fn(nodes, *attrs) if callable(self.grad_fn) else self.grad_fn
+
+
+REGISTRY: dict[str, Op] = {}
+
+
+def register(op: Op) -> Op:
+    if op.name in REGISTRY:
+        raise ValueError(f"op {op.name!r} is registered twice")
+    REGISTRY[op.name] = op
+    return op
+
+
+@dataclass(frozen=True)
+class Example:
+    """Shapes of the tensor inputs and the op's attributes, for the generic tests."""
+
+    shapes: tuple
+    attrs: tuple = ()
+    scalars: dict = field(default_factory=dict)  # input position -> Python number

@@ -1,0 +1,160 @@
+"""Ops that move elements without computing: reshape, transpose, unsqueeze, dtype casts."""
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+
+from symgrad import dtypes
+from symgrad.ops.reductions import normalize_dims
+from symgrad.ops.registry import Example, Op, register
+from symgrad.tensor import apply
+
+
+def _infer_reshape(nodes, shape):
+    (x,) = nodes
+    if math.prod(shape) != math.prod(x.shape):
+        raise ValueError(f"shape '{list(shape)}' is invalid for input of size {math.prod(x.shape)}")
+    return shape, x.dtype
+
+
+def _infer_permute(nodes, perm):
+    (x,) = nodes
+    if sorted(perm) != list(range(len(x.shape))):
+        raise ValueError(f"permute: the dims {tuple(perm)} are not an ordering of the input's "
+                         f"{len(x.shape)} dimensions")
+    return tuple(x.shape[i] for i in perm), x.dtype
+
+
+def _infer_expand(nodes, shape):
+    (x,) = nodes
+    from symgrad.ir import broadcast_shapes
+    if broadcast_shapes(x.shape, shape) != tuple(shape):
+        raise ValueError(f"The expanded size of the tensor must match the existing size: "
+                         f"{tuple(x.shape)} cannot expand to {tuple(shape)}")
+    return tuple(shape), x.dtype
+
+
+def _infer_cast(nodes, dtype):
+    return nodes[0].shape, dtype
+
+
+RESHAPE = register(Op("reshape", "ViewBackward0", _infer_reshape, lambda p, node, x: p.reshape(x, node.shape),
+                      saves=False, reference=lambda x, shape: jnp.reshape(x, shape),
+                      torch_fn=lambda t, x, shape: x.reshape(shape),
+                      examples=(Example(((3, 4),), ((2, 6),)), Example(((6,),), ((3, 1, 2),)))))
+UNSQUEEZE = register(Op("unsqueeze", "UnsqueezeBackward0", _infer_reshape,
+                        lambda p, node, x: p.reshape(x, node.shape), saves=False,
+                        reference=lambda x, shape: jnp.reshape(x, shape),
+                        torch_fn=lambda t, x, shape: x.reshape(shape),
+                        examples=(Example(((3, 4),), ((1, 3, 4),)),)))
+SQUEEZE = register(Op("squeeze", "SqueezeBackward1", _infer_reshape,
+                      lambda p, node, x: p.reshape(x, node.shape), saves=False,
+                      reference=lambda x, shape: jnp.reshape(x, shape),
+                      torch_fn=lambda t, x, shape: x.reshape(shape),
+                      examples=(Example(((3, 1, 4),), ((3, 4),)),)))
+PERMUTE = register(Op("permute", "PermuteBackward0", _infer_permute, lambda p, node, x: p.permute(x, node.attrs[0]),
+                      saves=False, reference=lambda x, perm: jnp.transpose(x, perm),
+                      torch_fn=lambda t, x, perm: x.permute(*perm),
+                      examples=(Example(((3, 4),), ((1, 0),)), Example(((2, 3, 4),), ((2, 0, 1),)))))
+TRANSPOSE = register(Op("transpose", lambda nodes, perm: "TransposeBackward0", _infer_permute,
+                        lambda p, node, x: p.permute(x, node.attrs[0]), saves=False,
+                        reference=lambda x, perm: jnp.transpose(x, perm),
+                        torch_fn=lambda t, x, perm: x.permute(*perm),
+                        examples=(Example(((3, 4),), ((1, 0),)),)))
+T = register(Op("t", "TBackward0", _infer_permute, lambda p, node, x: p.permute(x, node.attrs[0]), saves=False,
+                reference=lambda x, perm: jnp.transpose(x, perm), torch_fn=lambda t, x, perm: x.permute(*perm),
+                examples=(Example(((3, 4),), ((1, 0),)),)))
+EXPAND = register(Op("expand", "ExpandBackward0", _infer_expand, lambda p, node, x: p.broadcast_to(x, node.shape),
+                     saves=False, reference=lambda x, shape: jnp.broadcast_to(x, shape),
+                     torch_fn=lambda t, x, shape: x.expand(*shape),
+                     examples=(Example(((3, 1),), ((2, 3, 4),)),)))
+CAST = register(Op("to", "ToCopyBackward0", _infer_cast, lambda p, node, x: p.astype(x, node.dtype.name),
+                   saves=False, reference=lambda x, dtype: x.astype(dtype.numpy),
+                   torch_fn=lambda t, x, dtype: x.to(getattr(t, dtype.name)),
+                   examples=(Example(((3, 4),), (dtypes.float64,)),)))
+CLONE = register(Op("clone", "CloneBackward0", lambda nodes: (nodes[0].shape, nodes[0].dtype),
+                    lambda p, node, x: p.assign(x, node.shape, node.dtype.name, "clone", fold=False), saves=False,
+                    reference=lambda x: x, torch_fn=lambda t, x: x.clone(), examples=(Example(((3, 4),)),)))
+
+
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+def reshape(input, *shape):
+    shape = list(_shape_arg(shape))
+    if shape.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    if -1 in shape:
+        known = math.prod(s for s in shape if s != -1)
+        shape[shape.index(-1)] = input.numel() // known if known else 0
+    return apply(RESHAPE, input, attrs=(tuple(shape),))
+
+
+def flatten(input, start_dim: int = 0, end_dim: int = -1):
+    shape = tuple(input.shape)
+    if not shape:
+        return reshape(input, 1)
+    start, end = normalize_dims(start_dim, len(shape))[0], normalize_dims(end_dim, len(shape))[0]
+    return reshape(input, *shape[:start], math.prod(shape[start:end + 1]), *shape[end + 1:])
+
+
+def unsqueeze(input, dim: int):
+    shape = list(input.shape)
+    dim = dim if dim >= 0 else dim + len(shape) + 1
+    if not 0 <= dim <= len(shape):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-len(shape) - 1}, {len(shape)}], "
+                         f"but got {dim})")
+    shape.insert(dim, 1)
+    return apply(UNSQUEEZE, input, attrs=(tuple(shape),))
+
+
+def squeeze(input, dim=None):
+    shape = tuple(input.shape)
+    dims = range(len(shape)) if dim is None else normalize_dims(dim, len(shape))
+    kept = tuple(n for i, n in enumerate(shape) if not (i in dims and n == 1))
+    return input if kept == shape else apply(SQUEEZE, input, attrs=(kept,))
+
+
+def permute(input, *dims):
+    dims = _shape_arg(dims)
+    return apply(PERMUTE, input, attrs=(tuple(d % max(input.ndim, 1) for d in dims),))
+
+
+def transpose(input, dim0: int, dim1: int):
+    n = input.ndim
+    d0, d1 = normalize_dims(dim0, n)[0], normalize_dims(dim1, n)[0]
+    perm = list(range(n))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return apply(TRANSPOSE, input, attrs=(tuple(perm),))
+
+
+def t(input):
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    return apply(T, input, attrs=(tuple(reversed(range(input.ndim))),))
+
+
+def matrix_transpose(input):
+    """``.T``: all dimensions reversed, recorded as a permute (as PyTorch does)."""
+    return apply(PERMUTE, input, attrs=(tuple(reversed(range(input.ndim))),))
+
+
+def expand(input, *shape):
+    shape = _shape_arg(shape)
+    lead = len(shape) - input.ndim
+    full = tuple(input.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
+    return apply(EXPAND, input, attrs=(full,))
+
+
+def to_dtype(input, dtype):
+    if dtype is input.dtype:
+        return input
+    return apply(CAST, input, attrs=(dtype,))
+
+
+def clone(input):
+    return apply(CLONE, input)

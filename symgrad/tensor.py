@@ -1,0 +1,275 @@
+"""Tensor: a handle on a graph node, with PyTorch's autograd attributes.
+
+A Tensor is mutable only in which node it points at: an in-place operation records a new
+node and moves the tensor to it, so a graph recorded earlier keeps the values it saw, as
+PyTorch's eager evaluation would.  Values are computed by compiled programs when someone
+looks (``print``, ``.item()``, ``.numpy()``) or when ``backward`` runs.
+"""
+from __future__ import annotations
+
+import warnings
+import weakref
+
+import numpy as np
+
+from symgrad import dtypes
+from symgrad.formatting import format_tensor
+from symgrad.grad_mode import is_grad_enabled
+from symgrad.graph import LEAF, Node, constant, grad_fn_of, lazy_leaf
+
+
+class Tensor:
+    __slots__ = ("_node", "_grad", "__weakref__")
+
+    def __init__(self, node: Node):
+        self._node = node
+        self._grad = None
+        if node.requires_grad and node.op is LEAF:
+            node.owner = weakref.ref(self)
+
+    # ------------------------------------------------------------------ autograd state
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._node.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool):
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        node = self._node
+        if not node.is_leaf:
+            if requires_grad:
+                return self
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to "
+                               "use a computed variable in a subgraph that doesn't require differentiation "
+                               "use var_no_grad = var.detach().")
+        if requires_grad and not node.dtype.is_floating_point:
+            raise RuntimeError(f"only Tensors of floating point dtype can require gradients "
+                               f"(requires_grad_ on a tensor of dtype {node.dtype}, shape {tuple(node.shape)})")
+        if requires_grad != node.requires_grad:
+            self._rebind(_relabel(node, requires_grad))
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node.is_leaf
+
+    @property
+    def grad_fn(self):
+        return grad_fn_of(self._node)
+
+    @property
+    def grad(self):
+        if not self._node.is_leaf and not self._node.retains_grad:
+            warnings.warn("The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
+                          "It is not filled in by backward(); call .retain_grad() on the non-leaf Tensor "
+                          "if you want it, or access the leaf Tensor instead.", UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None and tuple(value.shape) != self._node.shape:
+            raise RuntimeError(f"assigned grad has data of a different size: {tuple(value.shape)} "
+                               f"vs the tensor's {tuple(self._node.shape)}")
+        self._grad = value
+
+    def retain_grad(self) -> None:
+        node = self._node
+        if not node.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if not node.is_leaf:
+            node.retains_grad = True
+            node.owner = weakref.ref(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._node.retains_grad
+
+    def detach(self) -> "Tensor":
+        """A leaf that shares this tensor's value and records no history."""
+        return Tensor(lazy_leaf(self._node))
+
+    def detach_(self) -> "Tensor":
+        self._rebind(lazy_leaf(self._node))
+        return self
+
+    @property
+    def data(self) -> "Tensor":
+        return self.detach()
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        from symgrad.engine import backward
+        backward(self, gradient, retain_graph=bool(retain_graph), create_graph=create_graph, inputs=inputs)
+
+    # ------------------------------------------------------------------- shape & type
+
+    @property
+    def shape(self) -> dtypes.Size:
+        return dtypes.Size(self._node.shape)
+
+    def size(self, dim=None):
+        shape = self._node.shape
+        return dtypes.Size(shape) if dim is None else shape[dim]
+
+    @property
+    def dtype(self):
+        return self._node.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._node.shape)
+
+    def dim(self) -> int:
+        return len(self._node.shape)
+
+    def numel(self) -> int:
+        return dtypes.Size(self._node.shape).numel()
+
+    def __len__(self):
+        if not self._node.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._node.shape[0]
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    @property
+    def is_floating_point(self):
+        return lambda: self._node.dtype.is_floating_point
+
+    # ----------------------------------------------------------------------- values
+
+    def _value(self):
+        node = self._node
+        if node.value is None:
+            from symgrad.engine import realize
+            realize([node])
+        return node.value
+
+    def numpy(self) -> np.ndarray:
+        if self._node.requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        return np.array(self._value())
+
+    def __array__(self, dtype=None, copy=None):
+        array = np.asarray(self._value())
+        return array.astype(dtype) if dtype is not None else array
+
+    def item(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
+        return np.asarray(self._value()).reshape(()).item()
+
+    def tolist(self):
+        return np.asarray(self._value()).tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.item())
+
+    def __index__(self):
+        if self._node.dtype.kind == 2:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __format__(self, spec):
+        if self._node.shape == () and spec:
+            return format(self.item(), spec)
+        return object.__format__(self, spec) if spec else repr(self)
+
+    def __repr__(self):
+        node = self._node
+        grad_fn = grad_fn_of(node)
+        return format_tensor(np.asarray(self._value()), node.dtype,
+                             grad_fn=type(grad_fn).__name__ if grad_fn is not None else None,
+                             requires_grad=node.requires_grad)
+
+    __str__ = __repr__
+
+    def __hash__(self):
+        return id(self)
+
+    # --------------------------------------------------------------------- plumbing
+
+    def _rebind(self, node: Node) -> None:
+        """Point this tensor at a new node (an in-place op or a requires_grad change)."""
+        self._node = node
+        if node.requires_grad and node.op is LEAF:
+            node.owner = weakref.ref(self)
+
+
+def _relabel(node: Node, requires_grad: bool) -> Node:
+    if node.op is LEAF:
+        return Node(LEAF, node.inputs, (), node.shape, node.dtype, requires_grad, node.value)
+    return lazy_leaf(node, requires_grad)
+
+
+def as_node(value, like: Node | None = None) -> Node:
+    """The node of a tensor, or a constant node for a Python number."""
+    if isinstance(value, Tensor):
+        return value._node
+    if isinstance(value, (bool, int, float)):
+        return constant(value)
+    if isinstance(value, np.generic):
+        return constant(value.item())
+    raise TypeError(f"expected a Tensor or a number, got {type(value).__name__}")
+
+
+def _describe(nodes) -> str:
+    shapes = ", ".join(str(tuple(n.shape)) if n.op.name != "const" else repr(n.attrs[0]) for n in nodes)
+    kinds = ", ".join(repr(n.dtype) for n in nodes)
+    return f"shapes {shapes}; dtypes {kinds}"
+
+
+def apply(op, *args, attrs: tuple = ()) -> Tensor:
+    """Record ``op`` on ``args`` (tensors or numbers): check shapes now, compute later."""
+    nodes = tuple(as_node(a) for a in args)
+    try:
+        shape, dtype = op.infer(nodes, *attrs)
+    except ValueError as error:
+        raise RuntimeError(f"{error} [{op.name}: {_describe(nodes)}]") from None
+    requires_grad = is_grad_enabled() and any(n.requires_grad for n in nodes)
+    return Tensor(Node(op, nodes, attrs, tuple(shape), dtype, requires_grad))
+
+
+def apply_inplace(tensor: Tensor, op, *args, attrs: tuple = ()) -> Tensor:
+    """``tensor op= other``: record out of place, then move ``tensor`` to the result."""
+    node = tensor._node
+    if is_grad_enabled() and node.requires_grad and node.op is LEAF:
+        raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation "
+                           f"({op.name}_ on shape {tuple(node.shape)}, {node.dtype}); wrap it in "
+                           f"torch.no_grad() to update it without recording.")
+    result = apply(op, tensor, *args, attrs=attrs)._node
+    if result.dtype is not node.dtype:
+        if result.dtype.kind > node.dtype.kind:
+            raise RuntimeError(f"result type {result.dtype} can't be cast to the desired output type "
+                               f"{node.dtype} [{op.name}_ on shape {tuple(node.shape)}]")
+        from symgrad.ops.shape import to_dtype
+        result = to_dtype(Tensor(result), node.dtype)._node
+    if result.shape != node.shape:
+        raise RuntimeError(f"output with shape {list(node.shape)} doesn't match the broadcast shape "
+                           f"{list(result.shape)} [{op.name}_]")
+    if not result.requires_grad:
+        result = lazy_leaf(result, requires_grad=node.requires_grad)
+    tensor._rebind(result)
+    return tensor
+
+
+def fill_inplace(tensor: Tensor, value) -> Tensor:
+    """``tensor.fill_(value)`` / ``zero_()``: the tensor becomes a constant, lazily."""
+    node = tensor._node
+    if is_grad_enabled() and node.requires_grad:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    filled = constant(value, node.shape, node.dtype)
+    tensor._rebind(lazy_leaf(filled, requires_grad=node.requires_grad))
+    return tensor
