@@ -36,7 +36,7 @@ def reverse_mode(program: Program, output, seed, wrt, blocked=frozenset()):
         if sym in wrt:  # a target: keep its adjoint for the caller
             adjoints[sym] = contributions
             continue
-        g = program.assign(sp.Add(*contributions), program.shapes[sym], program.dtypes[sym], f"g_{sym.name}")
+        g = _total(program, contributions, sym, f"g_{sym.name}")
         for arg, contribution in _vjp(program, sym, expr, g, needs):
             if contribution != 0:
                 adjoints.setdefault(arg, []).append(contribution)
@@ -46,8 +46,19 @@ def reverse_mode(program: Program, output, seed, wrt, blocked=frozenset()):
         if not contributions:
             grads.append(sp.S.Zero)
             continue
-        grads.append(program.assign(sp.Add(*contributions), program.shapes[w], program.dtypes[w], f"grad_{w.name}"))
+        grads.append(_total(program, contributions, w, f"grad_{w.name}"))
     return grads
+
+
+def _total(program, contributions, sym, hint):
+    """The sum of the cotangents reaching ``sym``, as a number or an array of sym's full shape."""
+    total = sp.Add(*contributions)
+    if total.is_Number:
+        return total
+    shape, dtype = program.shapes[sym], program.dtypes[sym]
+    if program.shape_of(total) != shape:
+        return program.materialize(total, shape, dtype)
+    return program.assign(total, shape, dtype, hint)
 
 
 def _vjp(program, sym, expr, g, needs):

@@ -18,6 +18,7 @@ from symgrad.tensor import apply
 UNARY = (Example(((3, 4),)), Example(((),)), Example(((7,),)))
 BINARY = (Example(((3, 4), (3, 4))), Example(((3, 4), (4,))), Example(((2, 1, 3), (4, 1))),
           Example(((5,), ()), ), Example(((3,), (3,)), scalars={1: 1.5}))
+REFLECTED = (Example(((3, 4), ()), scalars={1: 2.5}), Example(((5,), ()), scalars={1: 3}))
 
 
 def priority(node) -> int:
@@ -61,13 +62,14 @@ ADD = elementwise("add", "AddBackward0", lambda a, b: a + b, saves=False, refere
 SUB = elementwise("sub", "SubBackward0", lambda a, b: a - b, saves=False, reference=jnp.subtract,
                   torch_fn=lambda t, a, b: t.sub(a, b))
 RSUB = elementwise("rsub", "RsubBackward1", lambda a, b: b - a, saves=False,
-                   reference=lambda a, b: b - a, torch_fn=lambda t, a, b: b - a)
+                   reference=lambda a, b: b - a, torch_fn=lambda t, a, b: b - a, examples=REFLECTED)
 MUL = elementwise("mul", "MulBackward0", lambda a, b: a * b, reference=jnp.multiply,
                   torch_fn=lambda t, a, b: t.mul(a, b))
 DIV = elementwise("div", "DivBackward0", lambda a, b: a / b, float_result=True, reference=jnp.true_divide,
                   torch_fn=lambda t, a, b: t.div(a, b), domain=("real", "nonzero"))
 RDIV = elementwise("rdiv", "MulBackward0", lambda a, b: b / a, float_result=True,
-                   reference=lambda a, b: b / a, torch_fn=lambda t, a, b: b / a, domain=("nonzero", "real"))
+                   reference=lambda a, b: b / a, torch_fn=lambda t, a, b: b / a, domain=("nonzero", "real"),
+                   examples=REFLECTED)
 POW = register(Op("pow", _pow_name, lambda nodes: infer_elementwise(nodes),
                   lambda p, node, a, b: p.assign(a ** b, node.shape, node.dtype.name, "pow"),
                   reference=jnp.power, torch_fn=lambda t, a, b: t.pow(a, b),

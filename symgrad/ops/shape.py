@@ -39,6 +39,11 @@ def _infer_cast(nodes, dtype):
     return nodes[0].shape, dtype
 
 
+def _squeeze_variant(dims) -> int:
+    """PyTorch numbers squeeze's backward by its call: no dim, one dim, or a tuple of dims."""
+    return 0 if dims is None else 1 if isinstance(dims, int) else 2
+
+
 RESHAPE = register(Op("reshape", "ViewBackward0", _infer_reshape, lambda p, node, x: p.reshape(x, node.shape),
                       saves=False, reference=lambda x, shape: jnp.reshape(x, shape),
                       torch_fn=lambda t, x, shape: x.reshape(shape),
@@ -46,13 +51,14 @@ RESHAPE = register(Op("reshape", "ViewBackward0", _infer_reshape, lambda p, node
 UNSQUEEZE = register(Op("unsqueeze", "UnsqueezeBackward0", _infer_reshape,
                         lambda p, node, x: p.reshape(x, node.shape), saves=False,
                         reference=lambda x, shape: jnp.reshape(x, shape),
-                        torch_fn=lambda t, x, shape: x.reshape(shape),
+                        torch_fn=lambda t, x, shape: x.unsqueeze(shape.index(1)),
                         examples=(Example(((3, 4),), ((1, 3, 4),)),)))
-SQUEEZE = register(Op("squeeze", "SqueezeBackward1", _infer_reshape,
+SQUEEZE = register(Op("squeeze", lambda nodes, shape, dims: f"SqueezeBackward{_squeeze_variant(dims)}",
+                      lambda nodes, shape, dims: _infer_reshape(nodes, shape),
                       lambda p, node, x: p.reshape(x, node.shape), saves=False,
-                      reference=lambda x, shape: jnp.reshape(x, shape),
-                      torch_fn=lambda t, x, shape: x.reshape(shape),
-                      examples=(Example(((3, 1, 4),), ((3, 4),)),)))
+                      reference=lambda x, shape, dims: jnp.reshape(x, shape),
+                      torch_fn=lambda t, x, shape, dims: x.squeeze() if dims is None else x.squeeze(dims),
+                      examples=(Example(((3, 1, 4),), ((3, 4), None)), Example(((3, 1, 4),), ((3, 4), 1)), Example(((3, 1, 4),), ((3, 4), (1,))))))
 PERMUTE = register(Op("permute", "PermuteBackward0", _infer_permute, lambda p, node, x: p.permute(x, node.attrs[0]),
                       saves=False, reference=lambda x, perm: jnp.transpose(x, perm),
                       torch_fn=lambda t, x, perm: x.permute(*perm),
@@ -60,10 +66,10 @@ PERMUTE = register(Op("permute", "PermuteBackward0", _infer_permute, lambda p, n
 TRANSPOSE = register(Op("transpose", lambda nodes, perm: "TransposeBackward0", _infer_permute,
                         lambda p, node, x: p.permute(x, node.attrs[0]), saves=False,
                         reference=lambda x, perm: jnp.transpose(x, perm),
-                        torch_fn=lambda t, x, perm: x.permute(*perm),
+                        torch_fn=lambda t, x, perm: x.transpose(*[i for i, p in enumerate(perm) if i != p]),
                         examples=(Example(((3, 4),), ((1, 0),)),)))
 T = register(Op("t", "TBackward0", _infer_permute, lambda p, node, x: p.permute(x, node.attrs[0]), saves=False,
-                reference=lambda x, perm: jnp.transpose(x, perm), torch_fn=lambda t, x, perm: x.permute(*perm),
+                reference=lambda x, perm: jnp.transpose(x, perm), torch_fn=lambda t, x, perm: x.t(),
                 examples=(Example(((3, 4),), ((1, 0),)),)))
 EXPAND = register(Op("expand", "ExpandBackward0", _infer_expand, lambda p, node, x: p.broadcast_to(x, node.shape),
                      saves=False, reference=lambda x, shape: jnp.broadcast_to(x, shape),
@@ -71,7 +77,7 @@ EXPAND = register(Op("expand", "ExpandBackward0", _infer_expand, lambda p, node,
                      examples=(Example(((3, 1),), ((2, 3, 4),)),)))
 CAST = register(Op("to", "ToCopyBackward0", _infer_cast, lambda p, node, x: p.astype(x, node.dtype.name),
                    saves=False, reference=lambda x, dtype: x.astype(dtype.numpy),
-                   torch_fn=lambda t, x, dtype: x.to(getattr(t, dtype.name)),
+                   torch_fn=lambda t, x, dtype: x.to(dtype),
                    examples=(Example(((3, 4),), (dtypes.float64,)),)))
 CLONE = register(Op("clone", "CloneBackward0", lambda nodes: (nodes[0].shape, nodes[0].dtype),
                     lambda p, node, x: p.assign(x, node.shape, node.dtype.name, "clone", fold=False), saves=False,
@@ -116,7 +122,8 @@ def squeeze(input, dim=None):
     shape = tuple(input.shape)
     dims = range(len(shape)) if dim is None else normalize_dims(dim, len(shape))
     kept = tuple(n for i, n in enumerate(shape) if not (i in dims and n == 1))
-    return input if kept == shape else apply(SQUEEZE, input, attrs=(kept,))
+    given = None if dim is None else dims[0] if isinstance(dim, int) else tuple(dims)
+    return apply(SQUEEZE, input, attrs=(kept, given))
 
 
 def permute(input, *dims):
