@@ -17,37 +17,34 @@ from symgrad.ir.functions import Structural
 from symgrad.ir.program import Program
 
 
-def reverse_mode(program: Program, output, seed, wrt, blocked=frozenset()):
+def reverse_mode(program: Program, output, seed, wrt):
     """Append the gradient of ``output`` (weighted by ``seed``) w.r.t. each of ``wrt``.
 
-    ``blocked`` are symbols through which no gradient flows (values computed under no_grad
-    or detached).  Returns one expression per ``wrt`` symbol; a number ``0`` where the
-    output does not depend on it.
+    Gradients stop only where the program says so (``StopGradient``: values computed under
+    no_grad or detached).  Returns one expression per ``wrt`` symbol; a number ``0`` where
+    the output does not depend on it.
     """
     wrt = list(wrt)
-    needs = _symbols_between(program, wrt, output, blocked)
+    needs = _symbols_between(program, wrt)
     adjoints: dict[sp.Symbol, list] = {}
     if isinstance(output, sp.Symbol) and output in needs:
         adjoints[output] = [seed]
+    totals = {}
+    targets = set(wrt)
     for sym, expr in reversed(program.assignments):
         contributions = adjoints.pop(sym, None)
         if contributions is None:
             continue
-        if sym in wrt:  # a target: keep its adjoint for the caller
-            adjoints[sym] = contributions
-            continue
         g = _total(program, contributions, sym, f"g_{sym.name}")
+        if sym in targets:  # a computed target (a retained non-leaf): keep it and go on
+            totals[sym] = g
         for arg, contribution in _vjp(program, sym, expr, g, needs):
             if contribution != 0:
                 adjoints.setdefault(arg, []).append(contribution)
-    grads = []
-    for w in wrt:
-        contributions = adjoints.get(w)
-        if not contributions:
-            grads.append(sp.S.Zero)
-            continue
-        grads.append(_total(program, contributions, w, f"grad_{w.name}"))
-    return grads
+    for w in wrt:  # the inputs among the targets
+        if w not in totals and adjoints.get(w):
+            totals[w] = _total(program, adjoints[w], w, f"grad_{w.name}")
+    return [totals.get(w, sp.S.Zero) for w in wrt]
 
 
 def _total(program, contributions, sym, hint):
@@ -79,10 +76,10 @@ def _vjp(program, sym, expr, g, needs):
     return result
 
 
-def _symbols_between(program, wrt, output, blocked):
-    """Symbols that depend on some of ``wrt`` through unblocked assignments."""
+def _symbols_between(program, wrt):
+    """Symbols that depend on some of ``wrt``: the only ones worth sending cotangents to."""
     reach = set(wrt)
     for sym, expr in program.assignments:
-        if sym not in blocked and sym not in reach and expr.free_symbols & reach:
+        if sym not in reach and expr.free_symbols & reach:
             reach.add(sym)
     return reach

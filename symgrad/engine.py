@@ -39,28 +39,28 @@ class Walk:
         Nodes with values are inputs, except non-leaf nodes that requires grad when
         ``through_grad`` (their ops are differentiated) and every non-leaf when ``to_leaves``.
         """
-        index = self.index
+        index, order, entries, inputs = self.index, self.order, self.entries, self.inputs
         if id(root) in index:
             return index[id(root)]
-        stack = [(root, False)]
+        stack = [root]
         while stack:
-            node, expanded = stack.pop()
+            node = stack[-1]
             if id(node) in index:
+                stack.pop()
                 continue
-            is_input = node.value is not None and (
-                node.op is LEAF if to_leaves else not (through_grad and node.requires_grad and node.op is not LEAF))
-            if is_input:
-                self.entries.append((None, node.shape, node.dtype, node.requires_grad))
-                self.inputs.append(node.value)
-            elif expanded:
-                self.entries.append((node.op, node.attrs, node.requires_grad,
-                                     tuple([index[id(i)] for i in node.inputs])))
+            if node.value is not None and (node.op is LEAF if to_leaves else not (
+                    through_grad and node.requires_grad and node.op is not LEAF)):
+                entries.append((None, node.shape, node.dtype, node.requires_grad))
+                inputs.append(node.value)
             else:
-                stack.append((node, True))
-                stack.extend((i, False) for i in node.inputs if id(i) not in index)
-                continue
-            index[id(node)] = len(self.order)
-            self.order.append(node)
+                missing = [i for i in node.inputs if id(i) not in index]
+                if missing:
+                    stack.extend(missing)
+                    continue
+                entries.append((node.op, node.attrs, node.requires_grad, tuple([index[id(i)] for i in node.inputs])))
+            stack.pop()
+            index[id(node)] = len(order)
+            order.append(node)
         return index[id(root)]
 
     def is_input(self, position: int) -> bool:
@@ -81,7 +81,11 @@ class Walk:
                 hint = (names or {}).get(id(node)) or ("w" if node.requires_grad and node.op is LEAF else "x")
                 exprs.append(program.input(node.shape, node.dtype.name, hint))
             else:
-                exprs.append(node.op.build(program, node, *[exprs[i] for i in entry[3]]))
+                expr = node.op.build(program, node, *[exprs[i] for i in entry[3]])
+                if (node.op is LEAF or not node.requires_grad) and any(i.requires_grad for i in node.inputs) \
+                        and not expr.is_Number:
+                    expr = program.stop_gradient(expr)  # computed under no_grad, or detached
+                exprs.append(expr)
         return exprs
 
 
@@ -145,10 +149,8 @@ class BackwardPlan:
         walk = self.walk
         program = Program("forward_backward")
         exprs = walk.lower(program)
-        blocked = {exprs[i] for i, n in enumerate(walk.order)
-                   if not n.requires_grad and isinstance(exprs[i], sp.Symbol)}
         seed = exprs[self.seed] if self.seed >= 0 else sp.S.One
-        grads = reverse_mode(program, exprs[self.root], seed, [exprs[p] for p, _ in self.targets], blocked)
+        grads = reverse_mode(program, exprs[self.root], seed, [exprs[p] for p, _ in self.targets])
         root = walk.order[self.root]
         program.output(exprs[self.root], root.shape, root.dtype.name, "output")
         for position in self.pending:

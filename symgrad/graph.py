@@ -48,6 +48,7 @@ def _no_infer(nodes, *attrs):
 
 
 def _build_leaf(p, node, source):
+    """A pending leaf is its source's value; one that requires grad is a target of its own."""
     return p.assign(source, node.shape, node.dtype.name, "leaf", fold=not node.requires_grad)
 
 

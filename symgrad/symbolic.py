@@ -50,9 +50,8 @@ def gradient(output, wrt, names=None):
     walk, position, ids = _walk(output._node, {**(names or {}), **targets})
     program = Program("gradient")
     exprs = walk.lower(program, ids)
-    blocked = {exprs[i] for i, n in enumerate(walk.order) if not n.requires_grad and isinstance(exprs[i], sp.Symbol)}
     symbols = [exprs[walk.index[id(t._node)]] for t in targets.values()]
-    grads = _inline(program, reverse_mode(program, exprs[position], sp.S.One, symbols, blocked))
+    grads = _inline(program, reverse_mode(program, exprs[position], sp.S.One, symbols))
     return dict(zip(targets, grads)) if as_dict else grads
 
 

@@ -29,8 +29,15 @@ def priority(node) -> int:
 
 
 def infer_elementwise(nodes, float_result=False):
-    shape = broadcast_shapes(*(n.shape for n in nodes))
-    dtype = dtypes.promote([(n.dtype, priority(n)) for n in nodes])
+    first = nodes[0]
+    if all(n.shape == first.shape or not n.shape for n in nodes):  # the common cases, without the loops
+        shape = first.shape if first.shape or len(nodes) == 1 else max((n.shape for n in nodes), key=len)
+    else:
+        shape = broadcast_shapes(*(n.shape for n in nodes))
+    if all(n.dtype is first.dtype for n in nodes):
+        dtype = first.dtype
+    else:
+        dtype = dtypes.promote([(n.dtype, priority(n)) for n in nodes])
     if float_result and not dtype.is_floating_point:
         dtype = dtypes.float32
     return shape, dtype

@@ -1,6 +1,7 @@
 """Reductions: sum, mean, max, logsumexp over all or some dimensions."""
 from __future__ import annotations
 
+import builtins
 import math
 
 import jax
@@ -20,7 +21,7 @@ def normalize_dims(dim, ndim: int):
     if dim is None:
         return None
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    rank = max(ndim, 1)
+    rank = builtins.max(ndim, 1)  # this module defines its own max
     out = []
     for d in dims:
         if not -rank <= d < rank:

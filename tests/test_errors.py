@@ -1,0 +1,111 @@
+"""Bad input fails at the user's line with PyTorch's exception class, naming op, shapes and
+dtypes; afterwards the same tensors and a fresh graph keep working."""
+import numpy as np
+import pytest
+
+import symgrad as torch
+import symgrad.nn.functional as F
+
+
+def _fresh_graph_still_works(w):
+    loss = (torch.matmul(torch.ones(5), w) ** 2).sum()
+    loss.backward()
+    assert w.grad is not None and np.all(np.isfinite(w.grad.numpy()))
+
+
+def test_matmul_shape_mismatch_names_op_and_shapes():
+    w = torch.randn(5, 3, requires_grad=True)
+    with pytest.raises(RuntimeError) as error:
+        torch.matmul(torch.ones(5), torch.randn(4, 3))
+    message = str(error.value)
+    assert "mat1 and mat2 shapes cannot be multiplied (1x5 and 4x3)" in message
+    assert "matmul" in message and "(5,)" in message and "(4, 3)" in message and "torch.float32" in message
+    _fresh_graph_still_works(w)
+
+
+def test_broadcast_mismatch():
+    with pytest.raises(RuntimeError, match=r"size of tensor a \(3\) must match the size of tensor b \(4\)"):
+        torch.ones(3) + torch.ones(4)
+
+
+def test_integer_tensors_cannot_require_grad():
+    with pytest.raises(RuntimeError, match="floating point"):
+        torch.tensor([1, 2], requires_grad=True)
+    t = torch.tensor([1, 2])
+    with pytest.raises(RuntimeError, match="floating point dtype can require gradients"):
+        t.requires_grad_()
+    assert not t.requires_grad  # nothing half-updated
+    assert (t * 2).tolist() == [2, 4]
+
+
+def test_second_backward_without_retain_graph():
+    w = torch.randn(5, 3, requires_grad=True)
+    loss = (torch.matmul(torch.ones(5), w) * 2).exp().sum()
+    loss.backward()
+    first = w.grad.numpy().copy()
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        loss.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), first)  # not accumulated by the failed call
+    w.grad.zero_()
+    _fresh_graph_still_works(w)
+
+
+def test_backward_twice_through_ops_that_save_nothing_is_allowed(torch):
+    """PyTorch only refuses when the freed graph saved tensors: y = x + 2 can go twice."""
+    import symgrad
+    x = symgrad.ones(3, requires_grad=True)
+    y = (x + 2).sum()
+    y.backward()
+    y.backward()
+    tx = torch.ones(3, requires_grad=True)
+    ty = (tx + 2).sum()
+    ty.backward()
+    ty.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+
+def test_non_scalar_backward_needs_a_gradient():
+    x = torch.randn(4, requires_grad=True)
+    y = x ** 2
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
+        y.backward()
+    y.backward(torch.ones(4))  # the graph was not consumed by the failed call
+    np.testing.assert_allclose(x.grad.numpy(), 2 * x.detach().numpy(), rtol=1e-6)
+
+
+def test_backward_gradient_shape_must_match():
+    x = torch.randn(4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="Mismatch in shape"):
+        (x * 2).backward(torch.ones(3))
+
+
+def test_backward_on_a_tensor_that_does_not_require_grad():
+    with pytest.raises(RuntimeError, match="does not require grad and does not have a grad_fn"):
+        torch.ones(3).sum().backward()
+
+
+def test_in_place_on_a_leaf_that_requires_grad():
+    w = torch.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        w += 1
+    assert w.is_leaf and w.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_bce_target_size_mismatch_is_a_value_error_as_in_pytorch():
+    with pytest.raises(ValueError, match="Target size"):
+        F.binary_cross_entropy_with_logits(torch.ones(3), torch.ones(5))
+
+
+def test_dimension_out_of_range():
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        torch.ones(2, 3).sum(2)
+
+
+def test_reshape_to_wrong_size():
+    with pytest.raises(RuntimeError, match="invalid for input of size 6"):
+        torch.ones(2, 3).reshape(4, 2)
+
+
+def test_mean_of_integers():
+    with pytest.raises(RuntimeError, match="mean"):
+        torch.tensor([1, 2]).mean()
