@@ -32,6 +32,8 @@ def _axes(tup) -> str:
 class JaxPrinter(StrPrinter):
     """Prints elementwise SymPy expressions and IR primitives as ``jax.numpy`` calls."""
 
+    printmethod = "_jax_source"  # not StrPrinter's _sympystr: the IR's display names are not JAX
+
     def _print_Symbol(self, expr):
         return expr.name
 

@@ -145,20 +145,24 @@ class BackwardPlan:
         self.key = ("grad", tuple(walk.entries), self.root, self.seed, self.main,
                     tuple(p for p, _ in self.targets), self.accumulate)
 
-    def program(self) -> Program:
+    def program(self, names=None) -> Program:
+        """The forward-and-backward Program; ``names`` maps ``id(node)`` to an input's name."""
         walk = self.walk
+        names = names or {}
         program = Program("forward_backward")
-        exprs = walk.lower(program)
+        exprs = walk.lower(program, names)
         seed = exprs[self.seed] if self.seed >= 0 else sp.S.One
         grads = reverse_mode(program, exprs[self.root], seed, [exprs[p] for p, _ in self.targets])
         root = walk.order[self.root]
-        program.output(exprs[self.root], root.shape, root.dtype.name, "output")
+        program.output(exprs[self.root], root.shape, root.dtype.name, "value")
         for position in self.pending:
             node = walk.order[position]
-            program.output(exprs[position], node.shape, node.dtype.name, f"leaf {position}")
+            program.output(exprs[position], node.shape, node.dtype.name, f"new value of {exprs[position]}")
         for (position, node), grad, previous in zip(self.targets, grads, self.accumulate):
             total = grad + exprs[previous] if previous >= 0 else grad
-            program.output(total, node.shape, node.dtype.name, f"grad {position}")
+            label = names.get(id(node), exprs[position])
+            program.output(total, node.shape, node.dtype.name,
+                           f"{label}.grad" + (" (accumulated)" if previous >= 0 else ""))
         return program
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from codegen import cache
+from codegen import cache, emit
 from symgrad.autodiff import reverse_mode
 from symgrad.engine import BackwardPlan, Walk
 from symgrad.ir import Program
@@ -55,11 +55,16 @@ def gradient(output, wrt, names=None):
     return dict(zip(targets, grads)) if as_dict else grads
 
 
-def source(output, gradient=None) -> str:
-    """The JAX source of the program ``output.backward(gradient)`` runs (forward and backward)."""
+def source(output, gradient=None, names=None) -> str:
+    """The JAX source of the program ``output.backward(gradient)`` runs (forward and backward).
+
+    With ``names`` (name -> tensor) the inputs carry those names; the program is the same.
+    """
     from symgrad.creation import as_tensor
     seed = as_tensor(gradient, dtype=output.dtype)._node if gradient is not None else None
     plan = BackwardPlan(output._node, seed)
+    if names:
+        return emit(plan.program({id(t._node): name for name, t in names.items()}))
     return cache.get(plan.key, plan.program).source
 
 

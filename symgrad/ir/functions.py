@@ -106,6 +106,21 @@ class Structural(sp.Function):
     def arrays(self):
         return self.args[: self.arity]
 
+    display = None  # the name SymPy prints; defaults to the class name in lower case
+
+    def _display_args(self, printer):
+        parts = [printer._print(a) for a in self.args[: self.arity]]
+        for a in self.args[self.arity:]:
+            parts.append(repr(tuple(int(v) for v in a)) if isinstance(a, sp.Tuple) else str(a))
+        return parts
+
+    def _sympystr(self, printer):
+        return f"{self.display or type(self).__name__.lower()}({', '.join(self._display_args(printer))})"
+
+    def _latex(self, printer):
+        name = (self.display or type(self).__name__.lower()).replace("_", r"\_")
+        return rf"\operatorname{{{name}}}\left({', '.join(self._display_args(printer))}\right)"
+
     def shape(self, shape_of):
         raise NotImplementedError
 
@@ -119,6 +134,8 @@ class Structural(sp.Function):
 
 class Matmul(Structural):
     """NumPy/PyTorch ``matmul``: 1-D operands are promoted and the added axis removed."""
+
+    display = "matmul"
 
     arity = 2
 
@@ -163,6 +180,8 @@ def matmul_shape(sa, sb):
 class ReduceSum(Structural):
     """sum over ``axes`` (a Tuple of ints), keeping them as size 1 when ``keepdim``."""
 
+    display = "sum"
+
     def shape(self, shape_of):
         return reduced_shape(shape_of(self.args[0]), _ints(self.args[1]), bool(self.args[2]))
 
@@ -173,6 +192,8 @@ class ReduceSum(Structural):
 
 class LogSumExp(Structural):
     """log(sum(exp(x))) over ``axes``, lowered to a max-shifted stable form."""
+
+    display = "logsumexp"
 
     def shape(self, shape_of):
         return reduced_shape(shape_of(self.args[0]), _ints(self.args[1]), bool(self.args[2]))
@@ -187,6 +208,8 @@ class LogSumExp(Structural):
 class ReduceMax(Structural):
     """max over ``axes``; the gradient is shared evenly among tied maxima (as PyTorch)."""
 
+    display = "max"
+
     def shape(self, shape_of):
         return reduced_shape(shape_of(self.args[0]), _ints(self.args[1]), bool(self.args[2]))
 
@@ -199,6 +222,7 @@ class ReduceMax(Structural):
 
 
 class Reshape(Structural):
+    display = "reshape"
     def shape(self, shape_of):
         return _ints(self.args[1])
 
@@ -208,6 +232,7 @@ class Reshape(Structural):
 
 
 class BroadcastTo(Structural):
+    display = "broadcast_to"
     def shape(self, shape_of):
         return _ints(self.args[1])
 
@@ -217,6 +242,7 @@ class BroadcastTo(Structural):
 
 
 class Permute(Structural):
+    display = "transpose"
     def shape(self, shape_of):
         s = shape_of(self.args[0])
         return tuple(s[i] for i in _ints(self.args[1]))
@@ -229,6 +255,8 @@ class Permute(Structural):
 
 class AsType(Structural):
     """A dtype conversion; ``args[1]`` is the target dtype's name as a Symbol."""
+
+    display = "astype"
 
     def shape(self, shape_of):
         return shape_of(self.args[0])
@@ -244,6 +272,8 @@ class AsType(Structural):
 class OneHot(Structural):
     """one_hot(indices, classes) as floats of dtype ``args[2]``; integer input, no gradient."""
 
+    display = "one_hot"
+
     def shape(self, shape_of):
         return (*shape_of(self.args[0]), int(self.args[1]))
 
@@ -256,6 +286,8 @@ class OneHot(Structural):
 
 class StopGradient(Structural):
     """The identity whose gradient is zero: a detached value inside a program."""
+
+    display = "stop_gradient"
 
     def shape(self, shape_of):
         return shape_of(self.args[0])

@@ -1,0 +1,5 @@
+import sys
+
+from symgrad.cli import main
+
+sys.exit(main())
