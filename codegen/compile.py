@@ -22,7 +22,8 @@ class CompiledProgram:
 
     program: Program
     source: str
-    fn: object
+    fn: object            # the jitted function
+    python_fn: object     # the same, before jax.jit: for callers that bind constants into it
     first_call_pending: bool = True
 
     def __call__(self, *arrays):
@@ -59,9 +60,9 @@ def compile_program(program: Program) -> CompiledProgram:
     source = emit(program)
     namespace: dict = {}
     exec(compile(source, f"<symgrad:{program.name}>", "exec"), namespace)
-    fn = jax.jit(namespace[program.name])
+    python_fn = namespace[program.name]
     stats.emit_seconds += time.perf_counter() - start
-    return CompiledProgram(program, source, fn)
+    return CompiledProgram(program, source, jax.jit(python_fn), python_fn)
 
 
 class ProgramCache:

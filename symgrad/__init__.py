@@ -27,6 +27,7 @@ from symgrad.ops.reductions import amax, logsumexp, max, mean, sum  # noqa: E402
 from symgrad.ops.shape import (clone, expand, flatten, permute, reshape, squeeze, t,  # noqa: E402
                                transpose, unsqueeze)
 from symgrad import nn, autograd, symbolic  # noqa: E402
+from symgrad.functional import grad, value_and_grad  # noqa: E402
 from symgrad.nn.functional import log_softmax, softmax  # noqa: E402
 
 float = float32

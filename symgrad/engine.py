@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from codegen import cache
+import codegen.compile as programs  # a module import: codegen imports symgrad.ir
 from symgrad.autodiff import reverse_mode
 from symgrad.graph import LEAF, leaf
 from symgrad.ir import Program
@@ -101,7 +101,7 @@ def realize(nodes) -> None:
     if not wanted:
         return
     key = ("value", tuple(walk.entries), wanted)
-    compiled = cache.get(key, lambda: _value_program(walk, wanted))
+    compiled = programs.cache.get(key, lambda: _value_program(walk, wanted))
     for position, value in zip(wanted, compiled(*walk.inputs)):
         _store(walk.order[position], value)
 
@@ -203,7 +203,7 @@ def backward(tensor, gradient=None, retain_graph=False, create_graph=False, inpu
     for node in plan.path:
         if node.freed and node.op.saves:
             raise RuntimeError(FREED_MESSAGE)
-    compiled = cache.get(plan.key, plan.program)
+    compiled = programs.cache.get(plan.key, plan.program)
     outputs = compiled(*plan.walk.inputs)
     _store(root, outputs[0])
     walk = plan.walk

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from codegen import cache, emit
+import codegen.compile as programs  # a module import: codegen imports symgrad.ir
+import codegen.emit as emitter
 from symgrad.autodiff import reverse_mode
 from symgrad.engine import BackwardPlan, Walk
 from symgrad.ir import Program
@@ -64,8 +65,8 @@ def source(output, gradient=None, names=None) -> str:
     seed = as_tensor(gradient, dtype=output.dtype)._node if gradient is not None else None
     plan = BackwardPlan(output._node, seed)
     if names:
-        return emit(plan.program({id(t._node): name for name, t in names.items()}))
-    return cache.get(plan.key, plan.program).source
+        return emitter.emit(plan.program({id(t._node): name for name, t in names.items()}))
+    return programs.cache.get(plan.key, plan.program).source
 
 
 def forward_source(output) -> str:
@@ -73,4 +74,4 @@ def forward_source(output) -> str:
     from symgrad.engine import _value_program
     walk = Walk()
     position = walk.add(output._node, False, to_leaves=True)
-    return cache.get(("value", tuple(walk.entries), (position,)), lambda: _value_program(walk, (position,))).source
+    return programs.cache.get(("value", tuple(walk.entries), (position,)), lambda: _value_program(walk, (position,))).source

@@ -1,0 +1,137 @@
+"""Compiled value-and-gradient functions, for export and for speed.
+
+    f = symgrad.value_and_grad(loss_fn, argnums=(0, 1))
+    value, (dw, db) = f(w, b)        # arrays in, arrays out; one XLA call per step
+
+The function is traced with symgrad once per input signature (shapes, dtypes, grad mode,
+which tensor arguments are detached): its gradient is derived symbolically and the emitted
+JAX program is what ``jax.jit`` compiles, so after that a call is exactly a jitted call.
+Tensors the function reads from its closure are compiled in as constants with the values
+they had when it was traced, as ``jax.jit`` does with closures.  Called under ``no_grad``,
+it runs the forward program only and returns ``(value, None)``; an argument given as a
+tensor that does not require grad (``x.detach()``) gets ``None`` for its gradient.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import sympy as sp
+
+import codegen.compile as programs  # a module import: codegen imports symgrad.ir
+from symgrad import dtypes
+from symgrad.autodiff import reverse_mode
+from symgrad.engine import Walk
+from symgrad.grad_mode import is_grad_enabled, no_grad
+from symgrad.graph import leaf
+from symgrad.ir import Program
+from symgrad.tensor import Tensor
+
+
+class ValueAndGrad:
+    """``fn`` compiled to return ``(value, gradients w.r.t. argnums)``."""
+
+    def __init__(self, fn, argnums=0):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.single = isinstance(argnums, int)
+        self.argnums = (argnums,) if self.single else tuple(argnums)
+        self._jitted: dict = {}
+        self._last = None  # the CompiledProgram of the latest trace
+
+    def __call__(self, *args):
+        grad_mode = is_grad_enabled()
+        if any(type(a) is Tensor for a in args):
+            return self._call_with_tensors(args, grad_mode)
+        jitted = self._jitted.get((grad_mode, None)) or self._jit(grad_mode, None)
+        return jitted(*args)
+
+    def _call_with_tensors(self, args, grad_mode):
+        detached = tuple(isinstance(a, Tensor) and not a.requires_grad for a in args)
+        jitted = self._jitted.get((grad_mode, detached)) or self._jit(grad_mode, detached)
+        value, grads = jitted(*[a._value() if isinstance(a, Tensor) else a for a in args])
+        wrap = _as_tensor
+        if grads is None:
+            return wrap(value), None
+        grads = wrap(grads) if self.single else tuple(wrap(g) for g in grads)
+        return wrap(value), grads
+
+    def _jit(self, grad_mode, detached):
+        jitted = self._jitted[(grad_mode, detached)] = jax.jit(functools.partial(self._trace, grad_mode, detached))
+        return jitted
+
+    def _trace(self, grad_mode, detached, *arrays):
+        """Runs under jax.jit's tracing, once per signature: symgrad trace, symbolic gradient, program."""
+        leaves = []
+        for k, a in enumerate(arrays):
+            dtype = dtypes.from_numpy(a.dtype)
+            wants = grad_mode and k in self.argnums and dtype.is_floating_point and not (detached and detached[k])
+            leaves.append(Tensor(leaf(a, dtype, wants)))
+        with (_nothing() if grad_mode else no_grad()):
+            out = self.fn(*leaves)
+        if not isinstance(out, Tensor):
+            raise TypeError(f"value_and_grad: {getattr(self.fn, '__name__', 'fn')} must return a Tensor, "
+                            f"got {type(out).__name__}")
+        if grad_mode and out._node.shape not in ((), (1,)):
+            raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
+                               f"(value_and_grad of a function returning shape {tuple(out._node.shape)})")
+        walk = Walk()
+        for t in leaves:
+            walk.add(t._node, False)
+        root = walk.add(out._node, grad_mode)
+        differentiated = tuple(k for k in self.argnums if leaves[k].requires_grad)
+        key = ("value_and_grad", tuple(walk.entries), root, differentiated, grad_mode)
+        compiled = programs.cache.get(key, lambda: _program(walk, root, out._node, leaves, differentiated, grad_mode))
+        self._last = compiled
+        outputs = compiled.python_fn(*walk.inputs)
+        if not grad_mode:
+            return outputs[0], None
+        grads = dict(zip(differentiated, outputs[1:]))
+        result = tuple(grads.get(k) for k in self.argnums)
+        return outputs[0], result[0] if self.single else result
+
+    def source(self, *args) -> str:
+        """The JAX source this function runs for arguments like ``args``."""
+        arrays = [a._value() if isinstance(a, Tensor) else a for a in args]
+        jax.jit(functools.partial(self._trace, is_grad_enabled(), None)).lower(*arrays)
+        return self._last.source
+
+
+def value_and_grad(fn, argnums=0) -> ValueAndGrad:
+    return ValueAndGrad(fn, argnums)
+
+
+def grad(fn, argnums=0):
+    """Like ``value_and_grad`` but returns only the gradients."""
+    compiled = ValueAndGrad(fn, argnums)
+
+    @functools.wraps(fn)
+    def gradient(*args):
+        return compiled(*args)[1]
+
+    gradient.value_and_grad = compiled
+    return gradient
+
+
+def _program(walk, root, out, leaves, differentiated, grad_mode) -> Program:
+    program = Program("value_and_grad" if grad_mode else "value")
+    exprs = walk.lower(program)
+    program.output(exprs[root], out.shape, out.dtype.name, "value")
+    if grad_mode:
+        grads = reverse_mode(program, exprs[root], sp.S.One, [exprs[k] for k in differentiated])
+        for k, g in zip(differentiated, grads):
+            node = leaves[k]._node
+            program.output(g, node.shape, node.dtype.name, f"gradient of argument {k}")
+    return program
+
+
+def _as_tensor(array):
+    return None if array is None else Tensor(leaf(array, dtypes.from_numpy(array.dtype)))
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
