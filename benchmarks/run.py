@@ -1,0 +1,64 @@
+"""Run the workloads side by side in one process and print markdown tables with ratios.
+
+    python -m benchmarks.run                # all workloads
+    python -m benchmarks.run --only W1,W5   # some of them
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+
+from benchmarks import workloads
+
+WORKLOADS = {"W1": workloads.w1_seed, "W2": workloads.w2_mlp, "W3": workloads.w3_logreg,
+             "W4": workloads.w4_chain, "W5": workloads.w5_loop}
+
+
+def _format(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} µs"
+
+
+def _table(rows):
+    """One markdown table per workload: time, and ratios of each symgrad row to the references."""
+    lines = []
+    for workload in dict.fromkeys(r[0] for r in rows):
+        mine = [r for r in rows if r[0] == workload]
+        torch_best = min((s for _, system, s in mine if system.startswith("torch eager")), default=None)
+        jax_time = next((s for _, system, s in mine if system.startswith("jax.jit") and "first" not in system), None)
+        jax_first = next((s for _, system, s in mine if system == "jax.jit, first call"), None)
+        lines += [f"\n### {workload}\n", "| system | time | / torch eager (best) | / jax.jit |", "|---|---|---|---|"]
+        for _, system, seconds in mine:
+            reference_jax = jax_first if "first call" in system else jax_time
+            vs_torch = f"{seconds / torch_best:.2f}x" if torch_best and "first" not in system else ""
+            vs_jax = f"{seconds / reference_jax:.2f}x" if reference_jax else ""
+            lines.append(f"| {system} | {_format(seconds)} | {vs_torch} | {vs_jax} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads (W1..W5)")
+    args = parser.parse_args(argv)
+    print(f"# symgrad benchmarks — {datetime.date.today()}, {platform.machine()}, {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}")
+    for name in args.only.split(","):
+        result = WORKLOADS[name.strip()]()
+        if name.strip() == "W4":
+            rows, details = result
+            print(_table(rows))
+            print("\n| D | first call | SymPy (trace + symbolic gradient) | emit | XLA compile + first run | "
+                  "emitted nodes |\n|---|---|---|---|---|---|")
+            for depth, first, sympy_s, emit_s, xla_s, nodes in details:
+                print(f"| {depth} | {_format(first)} | {_format(sympy_s)} | {_format(emit_s)} | {_format(xla_s)} | {nodes} |")
+        else:
+            print(_table(result))
+
+
+if __name__ == "__main__":
+    main()

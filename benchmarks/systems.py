@@ -1,0 +1,41 @@
+"""Optional alternatives, imported when present: the benchmark runs whatever is installed."""
+from __future__ import annotations
+
+import contextlib
+
+
+def torch_module():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def pytensor_modules():
+    try:
+        import pytensor
+        import pytensor.tensor as pt
+    except ImportError:
+        return None, None
+    pytensor.config.floatX = "float32"
+    return pytensor, pt
+
+
+@contextlib.contextmanager
+def torch_threads(torch, n: int):
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def ready(tensor):
+    """Wait for a symgrad tensor's value (JAX dispatches asynchronously)."""
+    import jax
+    node = tensor._node
+    if node.value is None:
+        tensor._value()
+    return jax.block_until_ready(node.value)

@@ -1,0 +1,453 @@
+"""The five workloads of issue 4, each checked for agreement before it is timed.
+
+Every function returns rows ``(workload, system, seconds)``; ``seconds`` is per call (W1, W2,
+W4 steady), per iteration (W5), or per run (W3, W4 first call).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import codegen
+import symgrad
+import symgrad.nn.functional as SF
+from benchmarks.systems import pytensor_modules, ready, torch_module, torch_threads
+from benchmarks.timing import median_of, once, per_call
+
+F32 = dict(rtol=2e-4, atol=2e-5)
+
+
+def _agree(name, results):
+    """All systems' (value, grads...) equal to float32 tolerance."""
+    reference_name, reference = next(iter(results.items()))
+    for system, values in results.items():
+        for a, b in zip(values, reference):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), **F32,
+                                       err_msg=f"{name}: {system} disagrees with {reference_name}")
+
+
+def _torch_rows(name, torch, step):
+    rows = []
+    for threads in (2, 1):
+        with torch_threads(torch, threads):
+            rows.append((name, f"torch eager ({threads} thread{'s' if threads > 1 else ''})", per_call(step)))
+    return rows
+
+
+# ------------------------------------------------------------------------------- W1
+
+
+def w1_seed():
+    rng = np.random.default_rng(0)
+    X, Y = np.ones(5, np.float32), np.zeros(3, np.float32)
+    W, B = rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    results, rows = {}, []
+
+    x, y = symgrad.tensor(X), symgrad.tensor(Y)
+    w, b = symgrad.tensor(W, requires_grad=True), symgrad.tensor(B, requires_grad=True)
+
+    def symgrad_step():
+        w.grad = b.grad = None
+        loss = SF.binary_cross_entropy_with_logits(symgrad.matmul(x, w) + b, y)
+        loss.backward()
+        ready(b.grad)
+        return loss
+
+    loss = symgrad_step()
+    results["symgrad torch-style"] = (loss.item(), w.grad.numpy(), b.grad.numpy())
+    rows.append(("W1 seed", "symgrad torch-style", per_call(symgrad_step)))
+
+    def loss_fn(w, b):
+        return SF.binary_cross_entropy_with_logits(symgrad.matmul(x, w) + b, y)
+
+    compiled = symgrad.value_and_grad(loss_fn, argnums=(0, 1))
+    Wj, Bj = jnp.asarray(W), jnp.asarray(B)
+    value, grads = compiled(Wj, Bj)
+    results["symgrad value_and_grad"] = (value, *grads)
+    rows.append(("W1 seed", "symgrad value_and_grad", per_call(lambda: jax.block_until_ready(compiled(Wj, Bj)))))
+
+    def jax_loss(w, b):
+        z = X @ w + b
+        return jnp.mean(jax.nn.softplus(z) - z * Y)
+
+    jitted = jax.jit(jax.value_and_grad(jax_loss, argnums=(0, 1)))
+    value, grads = jitted(Wj, Bj)
+    results["jax.jit"] = (value, *grads)
+    rows.append(("W1 seed", "jax.jit", per_call(lambda: jax.block_until_ready(jitted(Wj, Bj)))))
+
+    torch = torch_module()
+    if torch:
+        tx, ty = torch.tensor(X), torch.tensor(Y)
+        tw, tb = torch.tensor(W, requires_grad=True), torch.tensor(B, requires_grad=True)
+
+        def torch_step():
+            tw.grad = tb.grad = None
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(torch.matmul(tx, tw) + tb, ty)
+            loss.backward()
+            return loss
+
+        loss = torch_step()
+        results["torch eager"] = (loss.item(), tw.grad.numpy(), tb.grad.numpy())
+        rows += _torch_rows("W1 seed", torch, torch_step)
+
+    pytensor, pt = pytensor_modules()
+    if pytensor:
+        pw, pb = pt.matrix("w"), pt.vector("b")
+        z = pt.dot(X, pw) + pb
+        loss = pt.mean(pt.softplus(z) - z * Y)
+        for mode, label in ((None, "pytensor"), ("JAX", "pytensor (JAX mode)")):
+            fn = pytensor.function([pw, pb], [loss, *pytensor.grad(loss, [pw, pb])], mode=mode)
+            results[label] = fn(W, B)
+            rows.append(("W1 seed", label, per_call(lambda fn=fn: fn(W, B))))
+
+    def numpy_step():
+        z = X @ W + B
+        s = 1 / (1 + np.exp(-z))
+        gz = (s - Y) / 3
+        return np.mean(np.logaddexp(z, 0) - z * Y), np.outer(X, gz), gz
+
+    results["numpy (by hand)"] = numpy_step()
+    rows.append(("W1 seed", "numpy (by hand)", per_call(numpy_step)))
+    _agree("W1", results)
+    return rows
+
+
+# ------------------------------------------------------------------------------- W2
+
+SIZES = (784, 512, 512, 10)
+BATCH = 128
+
+
+def w2_mlp():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
+    labels = rng.integers(0, SIZES[-1], BATCH)
+    params = []
+    for n_in, n_out in zip(SIZES[:-1], SIZES[1:]):
+        params += [(rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32),
+                   np.zeros(n_out, np.float32)]
+    results, rows = {}, []
+
+    x, t = symgrad.tensor(X), symgrad.tensor(labels)
+
+    def sym_forward(*ps):
+        h = x
+        for i in range(0, 6, 2):
+            h = h @ ps[i] + ps[i + 1]
+            if i < 4:
+                h = SF.relu(h)
+        return SF.cross_entropy(h, t)
+
+    leaves = [symgrad.tensor(p, requires_grad=True) for p in params]
+
+    def symgrad_step():
+        for p in leaves:
+            p.grad = None
+        loss = sym_forward(*leaves)
+        loss.backward()
+        ready(leaves[0].grad)
+        return loss
+
+    loss = symgrad_step()
+    results["symgrad torch-style"] = (loss.item(), *[p.grad.numpy() for p in leaves])
+    rows.append(("W2 mlp", "symgrad torch-style", per_call(symgrad_step)))
+
+    compiled = symgrad.value_and_grad(sym_forward, argnums=tuple(range(6)))
+    pj = [jnp.asarray(p) for p in params]
+    value, grads = compiled(*pj)
+    results["symgrad value_and_grad"] = (value, *grads)
+    rows.append(("W2 mlp", "symgrad value_and_grad", per_call(lambda: jax.block_until_ready(compiled(*pj)))))
+
+    def jax_loss(*ps):
+        h = X
+        for i in range(0, 6, 2):
+            h = h @ ps[i] + ps[i + 1]
+            if i < 4:
+                h = jax.nn.relu(h)
+        logp = jax.nn.log_softmax(h, axis=1)
+        return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+
+    jitted = jax.jit(jax.value_and_grad(jax_loss, argnums=tuple(range(6))))
+    value, grads = jitted(*pj)
+    results["jax.jit"] = (value, *grads)
+    rows.append(("W2 mlp", "jax.jit", per_call(lambda: jax.block_until_ready(jitted(*pj)))))
+
+    torch = torch_module()
+    if torch:
+        tx, tt = torch.tensor(X), torch.tensor(labels)
+        tps = [torch.tensor(p, requires_grad=True) for p in params]
+
+        def torch_step():
+            for p in tps:
+                p.grad = None
+            h = tx
+            for i in range(0, 6, 2):
+                h = h @ tps[i] + tps[i + 1]
+                if i < 4:
+                    h = torch.relu(h)
+            loss = torch.nn.functional.cross_entropy(h, tt)
+            loss.backward()
+            return loss
+
+        loss = torch_step()
+        results["torch eager"] = (loss.item(), *[p.grad.numpy() for p in tps])
+        rows += _torch_rows("W2 mlp", torch, torch_step)
+
+    pytensor, pt = pytensor_modules()
+    if pytensor:
+        ps = [pt.matrix(f"w{i}") if i % 2 == 0 else pt.vector(f"b{i}") for i in range(6)]
+        h = pt.as_tensor_variable(X)
+        for i in range(0, 6, 2):
+            h = pt.dot(h, ps[i]) + ps[i + 1]
+            if i < 4:
+                h = pt.maximum(h, 0)
+        logp = pt.special.log_softmax(h, axis=1)
+        loss = -pt.mean(logp[pt.arange(BATCH), labels])
+        for mode, label in ((None, "pytensor"), ("JAX", "pytensor (JAX mode)")):
+            fn = pytensor.function(ps, [loss, *pytensor.grad(loss, ps)], mode=mode)
+            results[label] = fn(*params)
+            rows.append(("W2 mlp", label, per_call(lambda fn=fn: fn(*params))))
+    _agree("W2", results)
+    return rows
+
+
+# ------------------------------------------------------------------------------- W3
+
+def w3_logreg(steps: int = 100, lr: float = 0.1):
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((10000, 100)).astype(np.float32)
+    Y = (X @ rng.standard_normal(100) > 0).astype(np.float32)
+    finals, rows = {}, []
+
+    x, y = symgrad.tensor(X), symgrad.tensor(Y)
+
+    def symgrad_run():
+        w, b = symgrad.zeros(100, requires_grad=True), symgrad.zeros(1, requires_grad=True)
+        for _ in range(steps):
+            loss = SF.binary_cross_entropy_with_logits(x @ w + b, y)
+            loss.backward()
+            with symgrad.no_grad():
+                w -= lr * w.grad
+                b -= lr * b.grad
+            w.grad.zero_()
+            b.grad.zero_()
+        return loss.item()
+
+    finals["symgrad torch-style"] = symgrad_run()
+    rows.append(("W3 logreg (100 steps)", "symgrad torch-style", median_of(symgrad_run)))
+
+    Xj, Yj = jnp.asarray(X), jnp.asarray(Y)
+
+    @jax.jit
+    def jax_step(w, b):
+        def loss_fn(w, b):
+            z = Xj @ w + b
+            return jnp.mean(jax.nn.softplus(z) - z * Yj)
+        loss, (gw, gb) = jax.value_and_grad(loss_fn, argnums=(0, 1))(w, b)
+        return w - lr * gw, b - lr * gb, loss
+
+    def jax_run():
+        w, b = jnp.zeros(100, jnp.float32), jnp.zeros(1, jnp.float32)
+        for _ in range(steps):
+            w, b, loss = jax_step(w, b)
+        return float(loss)
+
+    finals["jax.jit"] = jax_run()
+    rows.append(("W3 logreg (100 steps)", "jax.jit", median_of(jax_run)))
+
+    torch = torch_module()
+    if torch:
+        tx, ty = torch.tensor(X), torch.tensor(Y)
+
+        def torch_run():
+            w, b = torch.zeros(100, requires_grad=True), torch.zeros(1, requires_grad=True)
+            for _ in range(steps):
+                loss = torch.nn.functional.binary_cross_entropy_with_logits(tx @ w + b, ty)
+                loss.backward()
+                with torch.no_grad():
+                    w -= lr * w.grad
+                    b -= lr * b.grad
+                w.grad.zero_()
+                b.grad.zero_()
+            return loss.item()
+
+        finals["torch eager"] = torch_run()
+        for threads in (2, 1):
+            with torch_threads(torch, threads):
+                rows.append(("W3 logreg (100 steps)", f"torch eager ({threads} thread{'s' if threads > 1 else ''})",
+                             median_of(torch_run)))
+
+    pytensor, pt = pytensor_modules()
+    if pytensor:
+        for mode, label in ((None, "pytensor"), ("JAX", "pytensor (JAX mode)")):
+            w = pytensor.shared(np.zeros(100, np.float32), name="w")
+            b = pytensor.shared(np.zeros(1, np.float32), name="b")
+            z = pt.dot(X, w) + b
+            loss = pt.mean(pt.softplus(z) - z * Y)
+            gw, gb = pytensor.grad(loss, [w, b])
+            step = pytensor.function([], loss, updates=[(w, w - lr * gw), (b, b - lr * gb)], mode=mode)
+
+            def pytensor_run(step=step, w=w, b=b):
+                w.set_value(np.zeros(100, np.float32))
+                b.set_value(np.zeros(1, np.float32))
+                for _ in range(steps):
+                    loss = step()
+                return float(loss)
+
+            finals[label] = pytensor_run()
+            rows.append(("W3 logreg (100 steps)", label, median_of(pytensor_run)))
+
+    def numpy_run():
+        w, b = np.zeros(100, np.float32), np.zeros(1, np.float32)
+        for _ in range(steps):
+            z = X @ w + b
+            loss = np.mean(np.logaddexp(z, 0) - z * Y)
+            gz = (1 / (1 + np.exp(-z)) - Y) / len(Y)
+            w, b = w - lr * (X.T @ gz), b - lr * gz.sum(keepdims=True)
+        return float(loss)
+
+    finals["numpy (by hand)"] = numpy_run()
+    rows.append(("W3 logreg (100 steps)", "numpy (by hand)", median_of(numpy_run)))
+    _agree("W3 final loss", {k: (v,) for k, v in finals.items()})
+    return rows
+
+
+# ------------------------------------------------------------------------------- W4
+
+def w4_chain(depths=(10, 100, 1000)):
+    rows, details = [], []
+    H = np.linspace(-1, 1, 1000, dtype=np.float32)
+    torch = torch_module()
+    for depth in depths:
+        name = f"W4 chain D={depth}"
+
+        def symgrad_call(h=symgrad.tensor(H, requires_grad=True)):
+            h.grad = None
+            x = h
+            for _ in range(depth):
+                x = symgrad.sin(x) * x + 0.5
+            x.sum().backward()
+            return ready(h.grad)
+
+        codegen.cache.clear()
+        codegen.stats.reset()
+        first = once(symgrad_call)
+        stats = codegen.stats
+        details.append((depth, first, stats.sympy_seconds, stats.emit_seconds, stats.xla_seconds,
+                        stats.emitted_nodes[-1]))
+        rows.append((name, "symgrad torch-style, first call", first))
+        ours = np.asarray(symgrad_call())
+        rows.append((name, "symgrad torch-style", per_call(symgrad_call, warmup=1)))
+
+        def jax_loss(h):
+            for _ in range(depth):
+                h = jnp.sin(h) * h + 0.5
+            return jnp.sum(h)
+
+        Hj = jnp.asarray(H)
+        jitted = jax.jit(jax.value_and_grad(jax_loss))
+        rows.append((name, "jax.jit, first call", once(lambda: jax.block_until_ready(jitted(Hj)))))
+        np.testing.assert_allclose(ours, np.asarray(jitted(Hj)[1]), **F32)
+        rows.append((name, "jax.jit", per_call(lambda: jax.block_until_ready(jitted(Hj)), warmup=1)))
+        if torch:
+            th = torch.tensor(H, requires_grad=True)
+
+            def torch_call():
+                th.grad = None
+                x = th
+                for _ in range(depth):
+                    x = torch.sin(x) * x + 0.5
+                x.sum().backward()
+                return th.grad
+
+            np.testing.assert_allclose(ours, torch_call().numpy(), **F32)
+            rows += _torch_rows(name, torch, torch_call)
+    return rows, details
+
+
+# ------------------------------------------------------------------------------- W5
+
+def w5_loop(iterations: int = 1000, lr: float = 0.1):
+    rng = np.random.default_rng(3)
+    X, Y = np.ones(5, np.float32), np.zeros(3, np.float32)
+    W0, B0 = rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    finals, rows = {}, []
+    name = f"W5 loop (per iteration, {iterations} iterations)"
+
+    x, y = symgrad.tensor(X), symgrad.tensor(Y)
+
+    def symgrad_run():
+        w, b = symgrad.tensor(W0, requires_grad=True), symgrad.tensor(B0, requires_grad=True)
+        for _ in range(iterations):
+            loss = SF.binary_cross_entropy_with_logits(symgrad.matmul(x, w) + b, y)
+            loss.backward()
+            with symgrad.no_grad():
+                w -= lr * w.grad
+                b -= lr * b.grad
+            w.grad.zero_()
+            b.grad.zero_()
+        return np.asarray(ready(w))
+
+    finals["symgrad torch-style"] = symgrad_run()
+    rows.append((name, "symgrad torch-style", median_of(symgrad_run) / iterations))
+
+    @jax.jit
+    def jax_step(w, b):
+        def loss_fn(w, b):
+            z = X @ w + b
+            return jnp.mean(jax.nn.softplus(z) - z * Y)
+        gw, gb = jax.grad(loss_fn, argnums=(0, 1))(w, b)
+        return w - lr * gw, b - lr * gb
+
+    def jax_run():
+        w, b = jnp.asarray(W0), jnp.asarray(B0)
+        for _ in range(iterations):
+            w, b = jax_step(w, b)
+        return np.asarray(jax.block_until_ready(w))
+
+    finals["jax.jit (functional step)"] = jax_run()
+    rows.append((name, "jax.jit (functional step)", median_of(jax_run) / iterations))
+
+    torch = torch_module()
+    if torch:
+        tx, ty = torch.tensor(X), torch.tensor(Y)
+
+        def torch_run():
+            w, b = torch.tensor(W0, requires_grad=True), torch.tensor(B0, requires_grad=True)
+            for _ in range(iterations):
+                loss = torch.nn.functional.binary_cross_entropy_with_logits(torch.matmul(tx, w) + b, ty)
+                loss.backward()
+                with torch.no_grad():
+                    w -= lr * w.grad
+                    b -= lr * b.grad
+                w.grad.zero_()
+                b.grad.zero_()
+            return w.detach().numpy()
+
+        finals["torch eager"] = torch_run()
+        for threads in (2, 1):
+            with torch_threads(torch, threads):
+                rows.append((name, f"torch eager ({threads} thread{'s' if threads > 1 else ''})",
+                             median_of(torch_run) / iterations))
+
+    pytensor, pt = pytensor_modules()
+    if pytensor:
+        for mode, label in ((None, "pytensor"), ("JAX", "pytensor (JAX mode)")):
+            w, b = pytensor.shared(W0.copy(), name="w"), pytensor.shared(B0.copy(), name="b")
+            z = pt.dot(X, w) + b
+            loss = pt.mean(pt.softplus(z) - z * Y)
+            gw, gb = pytensor.grad(loss, [w, b])
+            step = pytensor.function([], [], updates=[(w, w - lr * gw), (b, b - lr * gb)], mode=mode)
+
+            def pytensor_run(step=step, w=w, b=b):
+                w.set_value(W0.copy())
+                b.set_value(B0.copy())
+                for _ in range(iterations):
+                    step()
+                return w.get_value()
+
+            finals[label] = pytensor_run()
+            rows.append((name, label, median_of(pytensor_run) / iterations))
+    _agree("W5 final parameters", {k: (v,) for k, v in finals.items()})
+    return rows
