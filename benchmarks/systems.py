@@ -4,6 +4,16 @@ from __future__ import annotations
 import contextlib
 
 
+@contextlib.contextmanager
+def keeping_x64():
+    """PyTensor's JAX mode turns JAX's 64-bit mode off for float32 graphs; symgrad needs it on."""
+    import jax
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", True)
+
+
 def torch_module():
     try:
         import torch

@@ -12,7 +12,7 @@ import numpy as np
 import codegen
 import symgrad
 import symgrad.nn.functional as SF
-from benchmarks.systems import pytensor_modules, ready, torch_module, torch_threads
+from benchmarks.systems import keeping_x64, pytensor_modules, ready, torch_module, torch_threads
 from benchmarks.timing import median_of, once, per_call
 
 F32 = dict(rtol=2e-4, atol=2e-5)
@@ -97,7 +97,8 @@ def w1_seed():
         z = pt.dot(X, pw) + pb
         loss = pt.mean(pt.softplus(z) - z * Y)
         for mode, label in ((None, "pytensor"), ("JAX", "pytensor (JAX mode)")):
-            fn = pytensor.function([pw, pb], [loss, *pytensor.grad(loss, [pw, pb])], mode=mode)
+            with keeping_x64():
+                fn = pytensor.function([pw, pb], [loss, *pytensor.grad(loss, [pw, pb])], mode=mode)
             results[label] = fn(W, B)
             rows.append(("W1 seed", label, per_call(lambda fn=fn: fn(W, B))))
 
@@ -205,7 +206,8 @@ def w2_mlp():
         logp = pt.special.log_softmax(h, axis=1)
         loss = -pt.mean(logp[pt.arange(BATCH), labels])
         for mode, label in ((None, "pytensor"), ("JAX", "pytensor (JAX mode)")):
-            fn = pytensor.function(ps, [loss, *pytensor.grad(loss, ps)], mode=mode)
+            with keeping_x64():
+                fn = pytensor.function(ps, [loss, *pytensor.grad(loss, ps)], mode=mode)
             results[label] = fn(*params)
             rows.append(("W2 mlp", label, per_call(lambda fn=fn: fn(*params))))
     _agree("W2", results)
@@ -286,7 +288,8 @@ def w3_logreg(steps: int = 100, lr: float = 0.1):
             z = pt.dot(X, w) + b
             loss = pt.mean(pt.softplus(z) - z * Y)
             gw, gb = pytensor.grad(loss, [w, b])
-            step = pytensor.function([], loss, updates=[(w, w - lr * gw), (b, b - lr * gb)], mode=mode)
+            with keeping_x64():
+                step = pytensor.function([], loss, updates=[(w, w - lr * gw), (b, b - lr * gb)], mode=mode)
 
             def pytensor_run(step=step, w=w, b=b):
                 w.set_value(np.zeros(100, np.float32))
@@ -438,7 +441,8 @@ def w5_loop(iterations: int = 1000, lr: float = 0.1):
             z = pt.dot(X, w) + b
             loss = pt.mean(pt.softplus(z) - z * Y)
             gw, gb = pytensor.grad(loss, [w, b])
-            step = pytensor.function([], [], updates=[(w, w - lr * gw), (b, b - lr * gb)], mode=mode)
+            with keeping_x64():
+                step = pytensor.function([], [], updates=[(w, w - lr * gw), (b, b - lr * gb)], mode=mode)
 
             def pytensor_run(step=step, w=w, b=b):
                 w.set_value(W0.copy())

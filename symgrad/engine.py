@@ -16,7 +16,7 @@ import sympy as sp
 
 import codegen.compile as programs  # a module import: codegen imports symgrad.ir
 from symgrad.autodiff import reverse_mode
-from symgrad.graph import LEAF, leaf
+from symgrad.graph import LEAF, is_zero_fill, leaf
 from symgrad.ir import Program
 
 FREED_MESSAGE = ("Trying to backward through the graph a second time (or directly access saved tensors "
@@ -40,28 +40,30 @@ class Walk:
         ``through_grad`` (their ops are differentiated) and every non-leaf when ``to_leaves``.
         """
         index, order, entries, inputs = self.index, self.order, self.entries, self.inputs
-        if id(root) in index:
-            return index[id(root)]
+        position = index.get(root)
+        if position is not None:
+            return position
         stack = [root]
         while stack:
             node = stack[-1]
-            if id(node) in index:
+            if node in index:
                 stack.pop()
                 continue
-            if node.value is not None and (node.op is LEAF if to_leaves else not (
+            value = node.value
+            if value is not None and (node.op is LEAF if to_leaves else not (
                     through_grad and node.requires_grad and node.op is not LEAF)):
                 entries.append((None, node.shape, node.dtype, node.requires_grad))
-                inputs.append(node.value)
+                inputs.append(value)
             else:
-                missing = [i for i in node.inputs if id(i) not in index]
+                missing = [i for i in node.inputs if i not in index]
                 if missing:
-                    stack.extend(missing)
+                    stack += missing
                     continue
-                entries.append((node.op, node.attrs, node.requires_grad, tuple([index[id(i)] for i in node.inputs])))
+                entries.append((node.op, node.attrs, node.requires_grad, tuple([index[i] for i in node.inputs])))
             stack.pop()
-            index[id(node)] = len(order)
+            index[node] = len(order)
             order.append(node)
-        return index[id(root)]
+        return index[root]
 
     def is_input(self, position: int) -> bool:
         return self.entries[position][0] is None
@@ -137,10 +139,11 @@ class BackwardPlan:
             targets = [t for t in targets if id(t) in chosen]
         self.path = path
         self.main = len(walk.order)
-        self.targets = [(walk.index[id(t)], t) for t in targets]
+        self.targets = [(walk.index[t], t) for t in targets]
         self.owners = [t.owner() for _, t in self.targets]
         existing = [owner._grad for owner in self.owners]
-        self.accumulate = tuple(walk.add(g._node, False) if g is not None else -1 for g in existing)
+        self.accumulate = tuple(-1 if g is None or is_zero_fill(g._node) else walk.add(g._node, False)
+                                for g in existing)
         self.pending = walk.pending_leaves(self.main)
         self.key = ("grad", tuple(walk.entries), self.root, self.seed, self.main,
                     tuple(p for p, _ in self.targets), self.accumulate)
@@ -168,7 +171,7 @@ class BackwardPlan:
 
 def _gradient_path(root):
     """Non-leaf nodes a gradient flows through, and the nodes whose .grad it fills, in order."""
-    seen, path, targets, stack = {id(root)}, [], [], [root]
+    seen, path, targets, stack = {root}, [], [], [root]
     while stack:
         node = stack.pop()
         if node.op is LEAF:
@@ -179,8 +182,8 @@ def _gradient_path(root):
         if node.retains_grad and node.owner() is not None:
             targets.append(node)
         for i in node.inputs:
-            if i.requires_grad and id(i) not in seen:
-                seen.add(id(i))
+            if i.requires_grad and i not in seen:
+                seen.add(i)
                 stack.append(i)
     return path, targets
 

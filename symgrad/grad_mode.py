@@ -5,11 +5,15 @@ import contextlib
 import functools
 import threading
 
-_state = threading.local()
+class _State(threading.local):
+    enabled = True  # each thread starts with grad mode on
+
+
+_state = _State()
 
 
 def is_grad_enabled() -> bool:
-    return getattr(_state, "enabled", True)
+    return _state.enabled
 
 
 def _set(enabled: bool) -> None:

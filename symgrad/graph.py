@@ -22,17 +22,10 @@ class Node:
 
     def __init__(self, op: Op, inputs: tuple, attrs: tuple, shape: tuple, dtype, requires_grad: bool,
                  value=None):
-        self.op = op
-        self.inputs = inputs
-        self.attrs = attrs
-        self.shape = shape
-        self.dtype = dtype
-        self.requires_grad = requires_grad
-        self.value = value
-        self.owner = None  # weakref to the Tensor whose .grad this node feeds
-        self.freed = False
-        self.grad_fn_object = None
-        self.retains_grad = False
+        self.op, self.inputs, self.attrs, self.shape, self.dtype = op, inputs, attrs, shape, dtype
+        self.requires_grad, self.value = requires_grad, value
+        self.owner = self.grad_fn_object = None  # owner: weakref to the Tensor whose .grad this feeds
+        self.freed = self.retains_grad = False
 
     @property
     def is_leaf(self) -> bool:
@@ -78,6 +71,28 @@ def constant(value, shape=(), dtype=None) -> Node:
     dtype = dtype or dtypes.default_for(value)
     value = bool(value) if dtype is dtypes.bool_ else int(value) if dtype.kind == 1 else float(value)
     return Node(CONST, (), (value,), tuple(shape), dtype, False)
+
+
+_scalars: dict = {}
+
+
+def scalar(value) -> Node:
+    """The constant node of a Python number, shared: ``lr * grad`` records no new constant per step.
+
+    Zeros (whose sign matters) and NaNs (unequal to themselves) are not shared.
+    """
+    key = (value.__class__, value)
+    node = _scalars.get(key)
+    if node is None:
+        node = constant(value)
+        if value == value and value != 0 and len(_scalars) < 4096:
+            _scalars[key] = node
+    return node
+
+
+def is_zero_fill(node: Node) -> bool:
+    """A leaf that ``zero_()`` left: adding to it is replacing it."""
+    return node.op is LEAF and node.value is None and node.inputs[0].op is CONST and node.inputs[0].attrs[0] == 0
 
 
 _backward_classes: dict[str, type] = {}

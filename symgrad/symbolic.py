@@ -51,7 +51,7 @@ def gradient(output, wrt, names=None):
     walk, position, ids = _walk(output._node, {**(names or {}), **targets})
     program = Program("gradient")
     exprs = walk.lower(program, ids)
-    symbols = [exprs[walk.index[id(t._node)]] for t in targets.values()]
+    symbols = [exprs[walk.index[t._node]] for t in targets.values()]
     grads = _inline(program, reverse_mode(program, exprs[position], sp.S.One, symbols))
     return dict(zip(targets, grads)) if as_dict else grads
 

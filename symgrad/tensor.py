@@ -14,8 +14,9 @@ import numpy as np
 
 from symgrad import dtypes
 from symgrad.formatting import format_tensor
+from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled
-from symgrad.graph import LEAF, Node, constant, grad_fn_of, lazy_leaf
+from symgrad.graph import LEAF, Node, constant, grad_fn_of, lazy_leaf, scalar
 
 
 class Tensor:
@@ -214,14 +215,14 @@ def _relabel(node: Node, requires_grad: bool) -> Node:
     return lazy_leaf(node, requires_grad)
 
 
-def as_node(value, like: Node | None = None) -> Node:
+def as_node(value) -> Node:
     """The node of a tensor, or a constant node for a Python number."""
     if isinstance(value, Tensor):
         return value._node
     if isinstance(value, (bool, int, float)):
-        return constant(value)
+        return scalar(value)
     if isinstance(value, np.generic):
-        return constant(value.item())
+        return scalar(value.item())
     raise TypeError(f"expected a Tensor or a number, got {type(value).__name__}")
 
 
@@ -233,13 +234,17 @@ def _describe(nodes) -> str:
 
 def apply(op, *args, attrs: tuple = ()) -> Tensor:
     """Record ``op`` on ``args`` (tensors or numbers): check shapes now, compute later."""
-    nodes = tuple(as_node(a) for a in args)
+    nodes = tuple([a._node if a.__class__ is Tensor else as_node(a) for a in args])
     try:
         shape, dtype = op.infer(nodes, *attrs)
     except ValueError as error:
         raise RuntimeError(f"{error} [{op.name}: {_describe(nodes)}]") from None
-    requires_grad = is_grad_enabled() and any(n.requires_grad for n in nodes)
-    return Tensor(Node(op, nodes, attrs, tuple(shape), dtype, requires_grad))
+    requires_grad = False
+    for n in nodes:
+        if n.requires_grad:
+            requires_grad = _grad_state.enabled
+            break
+    return Tensor(Node(op, nodes, attrs, shape, dtype, requires_grad))
 
 
 def apply_inplace(tensor: Tensor, op, *args, attrs: tuple = ()) -> Tensor:

@@ -160,6 +160,8 @@ class Matmul(Structural):
 
 def matmul_shape(sa, sb):
     """Result shape of matmul, or ValueError naming the mismatch as PyTorch does."""
+    if len(sb) == 2 and len(sa) in (1, 2) and sa[-1] == sb[0]:  # the common cases, quickly
+        return (*sa[:-1], sb[1])
     if not sa or not sb:
         raise ValueError("both arguments to matmul need to be at least 1D, but they are "
                          f"{len(sa)}D and {len(sb)}D")

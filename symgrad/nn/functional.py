@@ -40,7 +40,7 @@ def _reduce(p, node, elementwise, hint):
 
 def _infer_pair(nodes, reduction):
     a, b = nodes
-    dtype = dtypes.promote([(a.dtype, 2), (b.dtype, 2)])
+    dtype = a.dtype if a.dtype is b.dtype else dtypes.promote([(a.dtype, 2), (b.dtype, 2)])
     return (a.shape if reduction == "none" else ()), dtype
 
 
@@ -146,32 +146,34 @@ def _reduction(reduction):
 
 
 def _same_size(input, target):
-    if tuple(target.shape) != tuple(input.shape):
+    if target._node.shape != input._node.shape:
         raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
 
 
 def _unsupported(name, **options):
     given = [k for k, v in options.items() if v is not None]
-    if given:
-        raise NotImplementedError(f"{name}: the argument(s) {', '.join(given)} are not supported by symgrad")
+    raise NotImplementedError(f"{name}: the argument(s) {', '.join(given)} are not supported by symgrad")
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
-    _unsupported("binary_cross_entropy_with_logits", weight=weight, size_average=size_average,
-                 reduce=reduce, pos_weight=pos_weight)
+    if weight is not None or size_average is not None or reduce is not None or pos_weight is not None:
+        _unsupported("binary_cross_entropy_with_logits", weight=weight, size_average=size_average,
+                     reduce=reduce, pos_weight=pos_weight)
     _same_size(input, target)
     return apply(BCE_WITH_LOGITS, input, target, attrs=(_reduction(reduction),))
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
-    _unsupported("binary_cross_entropy", weight=weight, size_average=size_average, reduce=reduce)
+    if weight is not None or size_average is not None or reduce is not None:
+        _unsupported("binary_cross_entropy", weight=weight, size_average=size_average, reduce=reduce)
     _same_size(input, target)
     return apply(BCE, input, target, attrs=(_reduction(reduction),))
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    _unsupported("mse_loss", size_average=size_average, reduce=reduce)
+    if size_average is not None or reduce is not None:
+        _unsupported("mse_loss", size_average=size_average, reduce=reduce)
     _same_size(input, target)
     return apply(MSE, input, target, attrs=(_reduction(reduction),))
 
@@ -189,7 +191,8 @@ def softmax(input, dim=None, dtype=None):
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
-    _unsupported("nll_loss", weight=weight, size_average=size_average, reduce=reduce)
+    if weight is not None or size_average is not None or reduce is not None:
+        _unsupported("nll_loss", weight=weight, size_average=size_average, reduce=reduce)
     _check_labels(target, input.shape[-1] if input.ndim else 0)
     return apply(NLL, input, target, attrs=(_reduction(reduction),))
 

@@ -29,16 +29,20 @@ def priority(node) -> int:
 
 
 def infer_elementwise(nodes, float_result=False):
+    """Broadcast shape and promoted dtype, with the common cases (equal shapes, a scalar
+    operand, equal dtypes) decided without the general rules: this runs on every op."""
     first = nodes[0]
-    if all(n.shape == first.shape or not n.shape for n in nodes):  # the common cases, without the loops
-        shape = first.shape if first.shape or len(nodes) == 1 else max((n.shape for n in nodes), key=len)
-    else:
-        shape = broadcast_shapes(*(n.shape for n in nodes))
-    if all(n.dtype is first.dtype for n in nodes):
-        dtype = first.dtype
-    else:
-        dtype = dtypes.promote([(n.dtype, priority(n)) for n in nodes])
-    if float_result and not dtype.is_floating_point:
+    shape, dtype = first.shape, first.dtype
+    for n in nodes[1:]:
+        if n.shape != shape:
+            if not n.shape:
+                continue
+            shape = n.shape if not shape else broadcast_shapes(shape, n.shape)
+    for n in nodes[1:]:
+        if n.dtype is not dtype:
+            dtype = dtypes.promote([(n.dtype, priority(n)) for n in nodes])
+            break
+    if float_result and dtype.kind != 2:
         dtype = dtypes.float32
     return shape, dtype
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from symgrad import dtypes
 from symgrad.ir import matmul_shape
 from symgrad.ops.registry import Example, Op, register
 from symgrad.tensor import apply
@@ -13,7 +12,7 @@ def _infer(nodes):
     a, b = nodes
     if a.dtype is not b.dtype:
         raise ValueError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}")
-    return matmul_shape(a.shape, b.shape), dtypes.promote([(a.dtype, 2), (b.dtype, 2)])
+    return matmul_shape(a.shape, b.shape), a.dtype
 
 
 def _grad_fn(nodes):
