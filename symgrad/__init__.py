@@ -28,6 +28,8 @@ from symgrad.ops.shape import (clone, expand, flatten, permute, reshape, squeeze
                                transpose, unsqueeze)
 from symgrad import nn, autograd, symbolic  # noqa: E402
 from symgrad.functional import grad, value_and_grad  # noqa: E402
+from symgrad import check  # noqa: E402
+from symgrad.check import crosscheck, gradcheck, gradgradcheck  # noqa: E402
 from symgrad.nn.functional import log_softmax, softmax  # noqa: E402
 
 float = float32

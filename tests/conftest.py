@@ -1,5 +1,21 @@
-"""Shared fixtures: the optional PyTorch reference and float64-friendly tolerances."""
+"""Shared fixtures and settings: the optional PyTorch reference, Hypothesis profiles."""
+import os
+
 import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("default", max_examples=150, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("slow", max_examples=2000, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+
+
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", help="property tests run thousands of examples")
+
+
+def pytest_configure(config):
+    settings.load_profile("slow" if config.getoption("--slow") else os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 @pytest.fixture(scope="session")

@@ -23,9 +23,8 @@ def test_codegen_imports_only_the_ir_from_symgrad():
 
 
 def test_no_jax_differentiation_outside_the_cross_checks():
-    allowed = {"check.py"}
     for path in list((ROOT / "symgrad").rglob("*.py")) + list((ROOT / "codegen").rglob("*.py")):
-        if path.name in allowed:
+        if path.parent.name == "check":  # the cross-checks: there jax.grad is the reference
             continue
         text = path.read_text()
         for banned in ("jax.grad", "jax.vjp", "jax.jvp", "jax.value_and_grad", "jax.jacfwd", "jax.jacrev"):

@@ -174,6 +174,14 @@ class Program:
         summed = self.reduce_sum(x, axes, keepdim=True)
         return self.reshape(summed, shape)
 
+    def copy(self, name: str | None = None) -> "Program":
+        """An independent program with the same contents (assignments are immutable SymPy)."""
+        other = Program(name or self.name)
+        other.inputs, other.assignments = list(self.inputs), list(self.assignments)
+        other.outputs, other.output_names = list(self.outputs), list(self.output_names)
+        other.shapes, other.dtypes, other._taken = dict(self.shapes), dict(self.dtypes), Counter(self._taken)
+        return other
+
     # ------------------------------------------------------------------------ inspection
 
     def node_count(self) -> int:

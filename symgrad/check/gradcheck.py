@@ -1,0 +1,77 @@
+"""``gradcheck`` and ``gradgradcheck`` with ``torch.autograd.gradcheck``'s meaning: float64
+central finite differences against symgrad's symbolic Jacobian."""
+from __future__ import annotations
+
+import numpy as np
+
+from symgrad.check.traced import ProgramFunction, as_float64, trace, vjp_function
+from symgrad.tensor import Tensor
+
+
+class GradcheckError(RuntimeError):
+    """Raised when a symbolic and a numerical Jacobian disagree (PyTorch's class name)."""
+
+
+def _differentiable(inputs):
+    """PyTorch checks the tensors that require grad; plain float arrays count as requiring it."""
+    return [k for k, x in enumerate(inputs)
+            if (x.requires_grad if isinstance(x, Tensor) else np.asarray(x).dtype.kind == "f")]
+
+
+def _compare(function: ProgramFunction, arrays, wrt, eps, atol, rtol, what: str):
+    for output in range(len(function.output_shapes)):
+        analytical = function.analytical_jacobian(output, wrt, arrays)
+        for k, a in zip(wrt, analytical):
+            n = function.numerical_jacobian(output, k, arrays, eps)
+            bad = ~np.isclose(a, n, rtol=rtol, atol=atol) | ~np.isfinite(a) | ~np.isfinite(n)
+            if bad.any():
+                row, col = np.argwhere(bad)[0]
+                raise GradcheckError(
+                    f"{what}: Jacobian mismatch for output {output} with respect to input {k},\n"
+                    f"numerical:{n}\nanalytical:{a}\n"
+                    f"first disagreement at entry (output {row}, input {col}): analytical {a[row, col]:.10g}, "
+                    f"numerical {n[row, col]:.10g}, difference {abs(a[row, col] - n[row, col]):.3g} "
+                    f"(atol={atol}, rtol={rtol}); {int(bad.sum())} of {bad.size} entries disagree")
+
+
+def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
+              raise_exception: bool = True) -> bool:
+    """True when ``fn``'s symbolic gradient matches central differences at ``inputs``.
+
+    ``inputs`` is a tensor or a tuple of tensors/arrays; values are checked in float64.
+    """
+    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    wrt = _differentiable(inputs)
+    arrays = [as_float64(x) for x in inputs]
+    try:
+        _compare(trace(fn, arrays, wrt), arrays, wrt, eps, atol, rtol, "gradcheck")
+    except GradcheckError:
+        if raise_exception:
+            raise
+        return False
+    return True
+
+
+def gradgradcheck(fn, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: float = 1e-5,
+                  rtol: float = 1e-3, raise_exception: bool = True, seed: int = 0) -> bool:
+    """True when the gradient of ``fn``'s symbolic gradient matches central differences.
+
+    The first-order gradient is the program symgrad derives; it is differentiated again
+    symbolically w.r.t. the inputs and the output cotangents (random unless given).
+    """
+    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    wrt = _differentiable(inputs)
+    arrays = [as_float64(x) for x in inputs]
+    function = trace(fn, arrays, wrt)
+    rng = np.random.default_rng(seed)
+    try:
+        for output, shape in enumerate(function.output_shapes):
+            cotangent = (as_float64(grad_outputs[output]) if grad_outputs is not None
+                         else rng.standard_normal(shape))
+            second = vjp_function(function, output, wrt)
+            _compare(second, [*arrays, cotangent], [*wrt, len(arrays)], eps, atol, rtol, "gradgradcheck")
+    except GradcheckError:
+        if raise_exception:
+            raise
+        return False
+    return True
