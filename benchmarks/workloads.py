@@ -284,7 +284,7 @@ def w3_logreg(steps: int = 100, lr: float = 0.1):
     if pytensor:
         for mode, label in ((None, "pytensor"), ("JAX", "pytensor (JAX mode)")):
             w = pytensor.shared(np.zeros(100, np.float32), name="w")
-            b = pytensor.shared(np.zeros(1, np.float32), name="b")
+            b = pytensor.shared(np.zeros(1, np.float32), name="b", shape=(1,))
             z = pt.dot(X, w) + b
             loss = pt.mean(pt.softplus(z) - z * Y)
             gw, gb = pytensor.grad(loss, [w, b])

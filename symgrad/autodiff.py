@@ -64,7 +64,7 @@ def _vjp(program, sym, expr, g, needs):
     out_shape = program.shapes[sym]
     result = []
     for arg in sorted(expr.free_symbols & needs, key=lambda s: s.name):
-        derivative = expr.diff(arg)
+        derivative = _derivative(expr, arg)
         if derivative == 0:
             continue
         derivative = derivative.xreplace({expr: sym})
@@ -74,6 +74,43 @@ def _vjp(program, sym, expr, g, needs):
             contribution = program.sum_to(contribution, program.shapes[arg])
         result.append((arg, contribution))
     return result
+
+
+def _derivative(expr, x):
+    """d expr / d x for an elementwise expression: the chain, sum and product rules here, each
+    head's own derivative from SymPy (``fdiff``).  Much cheaper than ``sympy.diff``, which
+    builds and evaluates ``Derivative`` objects; the expressions are one op's form, so small."""
+    if expr == x:
+        return sp.S.One
+    if x not in expr.free_symbols:
+        return sp.S.Zero
+    args = expr.args
+    if expr.is_Add:
+        return sp.Add(*[_derivative(a, x) for a in args])
+    if expr.is_Mul:
+        terms = []
+        for i, a in enumerate(args):
+            da = _derivative(a, x)
+            if da != 0:
+                terms.append(sp.Mul(*args[:i], da, *args[i + 1:]))
+        return sp.Add(*terms)
+    if expr.is_Pow:
+        base, exponent = args
+        result = sp.S.Zero
+        db, de = _derivative(base, x), _derivative(exponent, x)
+        if db != 0:
+            result += exponent * base ** (exponent - 1) * db
+        if de != 0:
+            result += expr * sp.log(base) * de
+        return result
+    if getattr(type(expr), "fdiff", sp.Function.fdiff) is not sp.Function.fdiff:  # heads with their own rule
+        terms = []
+        for i, a in enumerate(args, 1):
+            da = _derivative(a, x)
+            if da != 0:
+                terms.append(expr.fdiff(i) * da)
+        return sp.Add(*terms)
+    return expr.diff(x)
 
 
 def _symbols_between(program, wrt):

@@ -210,7 +210,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 def _check_labels(target, classes):
     """Out-of-range labels raise here, as PyTorch's IndexError, when the labels are already known."""
     node = target._node
-    if node.value is not None and node.dtype.kind == 1 and np.asarray(node.value).size:
+    if node.value is not None and not isinstance(node.value, jax.core.Tracer) and node.dtype.kind == 1 \
+            and np.size(node.value):
         values = np.asarray(node.value)
         bad = values[(values < 0) | (values >= classes)]
         if bad.size:
