@@ -148,6 +148,10 @@ class Matmul(Structural):
         g = p.materialize(g, p.shape_of(out), p.dtype_of(out))
         if len(sa) == 1 and len(sb) == 1:
             return [(a, g * b), (b, g * a)]
+        if len(sa) == 2 and len(sb) == 1:  # matrix-vector: no transposes, one outer product
+            return [(a, p.reshape(g, (sa[0], 1)) * b), (b, p.matmul(g, a))]
+        if len(sa) == 1 and len(sb) == 2:  # vector-matrix (the seeds' x @ w)
+            return [(a, p.matmul(b, g)), (b, p.reshape(a, (sa[0], 1)) * g)]
         # Promote 1-D operands to matrices, use the matrix rule, and drop the added axis.
         a2 = p.reshape(a, (1, *sa)) if len(sa) == 1 else a
         b2 = p.reshape(b, (*sb, 1)) if len(sb) == 1 else b

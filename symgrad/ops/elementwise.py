@@ -148,53 +148,20 @@ def minimum(input, other):
     return apply(MINIMUM, input, other)
 
 
-def neg(input):
-    return apply(NEG, input)
+def _unary(op):
+    """The public function of a one-input op: ``torch.exp(input)`` and friends."""
+
+    def function(input):
+        return apply(op, input)
+
+    function.__name__ = function.__qualname__ = op.name
+    function.__doc__ = f"``torch.{op.name}``: recorded as {op.grad_fn}."
+    return function
 
 
-def exp(input):
-    return apply(EXP, input)
-
-
-def log(input):
-    return apply(LOG, input)
-
-
-def sqrt(input):
-    return apply(SQRT, input)
-
-
-def sin(input):
-    return apply(SIN, input)
-
-
-def cos(input):
-    return apply(COS, input)
-
-
-def tanh(input):
-    return apply(TANH, input)
-
-
-def sigmoid(input):
-    return apply(SIGMOID, input)
-
-
-def relu(input):
-    return apply(RELU, input)
-
-
-def abs(input):
-    return apply(ABS, input)
+neg, exp, log, sqrt, sin, cos, tanh = (_unary(op) for op in (NEG, EXP, LOG, SQRT, SIN, COS, TANH))
+sigmoid, relu, abs, logsigmoid, softplus = (_unary(op) for op in (SIGMOID, RELU, ABS, LOGSIGMOID, SOFTPLUS))
 
 
 def square(input):
     return apply(POW, input, 2)
-
-
-def logsigmoid(input):
-    return apply(LOGSIGMOID, input)
-
-
-def softplus(input):
-    return apply(SOFTPLUS, input)
