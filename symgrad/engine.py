@@ -46,23 +46,27 @@ class Walk:
         if position is not None:
             return position
         stack = [root]
+        push, pop, entry = stack.append, stack.pop, entries.append  # this loop runs per node: keep it lean
         while stack:
             node = stack[-1]
             if node in index:
-                stack.pop()
+                pop()
                 continue
             value = node.value
             if value is not None and (node.op is LEAF if to_leaves else not (
                     through_grad and node.requires_grad and node.op is not LEAF)):
-                entries.append((None, node.shape, node.dtype, node.requires_grad))
+                entry((None, node.shape, node.dtype, node.requires_grad))
                 inputs.append(value)
             else:
-                missing = [i for i in node.inputs if i not in index]
-                if missing:
-                    stack += missing
+                ready = True
+                for i in node.inputs:
+                    if i not in index:
+                        push(i)
+                        ready = False
+                if not ready:
                     continue
-                entries.append((node.op, node.attrs, node.requires_grad, tuple([index[i] for i in node.inputs])))
-            stack.pop()
+                entry((node.op, node.attrs, node.requires_grad, tuple([index[i] for i in node.inputs])))
+            pop()
             index[node] = len(order)
             order.append(node)
         return index[root]
@@ -157,8 +161,8 @@ class BackwardPlan:
         self.seed = walk.add(gradient, False) if gradient is not None else -1
         path, targets = _gradient_path(root)
         if inputs is not None:
-            chosen = {id(t._node) for t in inputs}
-            targets = [t for t in targets if id(t) in chosen]
+            chosen = {t._node for t in inputs}
+            targets = [t for t in targets if t in chosen]
         self.path = path
         self.main = len(walk.order)
         self.targets = [(walk.index[t], t) for t in targets]
