@@ -244,6 +244,8 @@ class BroadcastTo(Structural):
 
     def vjp(self, p, g, out):
         x = self.args[0]
+        if g.is_Number:  # a constant cotangent over the broadcast shape: each input entry got copies
+            return [(x, g * numel(p.shape_of(out)) / numel(p.shape_of(x)))]
         return [(x, p.sum_to(g, p.shape_of(x)))]
 
 
