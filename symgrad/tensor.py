@@ -137,9 +137,8 @@ class Tensor:
     def device(self) -> str:
         return "cpu"
 
-    @property
-    def is_floating_point(self):
-        return lambda: self._node.dtype.is_floating_point
+    def is_floating_point(self) -> bool:
+        return self._node.dtype.is_floating_point
 
     # ----------------------------------------------------------------------- values
 
