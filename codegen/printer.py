@@ -7,7 +7,7 @@ so program size never meets Python's recursion limit.
 from __future__ import annotations
 
 import sympy as sp
-from sympy.printing.precedence import PRECEDENCE, precedence
+from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.str import StrPrinter
 
 from symgrad.ir import functions as F

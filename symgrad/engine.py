@@ -242,7 +242,7 @@ def _backward(tensor, gradient, retain_graph, create_graph, inputs) -> None:
     walk = plan.walk
     for position, value in zip(plan.pending, outputs[1:]):
         _store(walk.order[position], value)
-    for (position, node), owner, value in zip(plan.targets, plan.owners, outputs[1 + len(plan.pending):]):
+    for (_, node), owner, value in zip(plan.targets, plan.owners, outputs[1 + len(plan.pending):]):
         _accumulate(owner, value, node.dtype)
     if not retain_graph:
         for node in plan.path:

@@ -45,7 +45,7 @@ def run() -> None:
 
     _section("A training loop: the graph is rebuilt each step, the program is compiled once")
     compiles = codegen.stats.compiles
-    for step in range(100):
+    for _ in range(100):
         loss = torch.nn.functional.binary_cross_entropy_with_logits(torch.matmul(x, w) + b, y)
         loss.backward()
         with torch.no_grad():

@@ -58,7 +58,7 @@ SQUEEZE = register(Op("squeeze", lambda nodes, shape, dims: f"SqueezeBackward{_s
                       lambda p, node, x: p.reshape(x, node.shape), saves=False,
                       reference=lambda x, shape, dims: jnp.reshape(x, shape),
                       torch_fn=lambda t, x, shape, dims: x.squeeze() if dims is None else x.squeeze(dims),
-                      examples=(Example(((3, 1, 4),), ((3, 4), None)), Example(((3, 1, 4),), ((3, 4), 1)), Example(((3, 1, 4),), ((3, 4), (1,))))))
+                      examples=tuple(Example(((3, 1, 4),), ((3, 4), dims)) for dims in (None, 1, (1,)))))
 PERMUTE = register(Op("permute", "PermuteBackward0", _infer_permute, lambda p, node, x: p.permute(x, node.attrs[0]),
                       saves=False, reference=lambda x, perm: jnp.transpose(x, perm),
                       torch_fn=lambda t, x, perm: x.permute(*perm),
