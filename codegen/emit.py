@@ -30,8 +30,9 @@ def live_assignments(program: Program):
 
 
 def _value(program: Program, expr, shape, dtype) -> str:
-    if expr.is_Number:
-        return f"jnp.full({tuple(shape)!r}, {to_jax(expr)}, dtype={DTYPES[dtype]})"
+    if not expr.free_symbols and not isinstance(expr, Structural):  # a constant such as 2, log(2), E
+        value = expr if expr.is_Number else sp.Float(expr.evalf())
+        return f"jnp.full({tuple(shape)!r}, {to_jax(value)}, dtype={DTYPES[dtype]})"
     text = to_jax(expr)
     if not isinstance(expr, (sp.Symbol, Structural)):
         if any(program.dtypes[s] != dtype for s in expr.free_symbols):

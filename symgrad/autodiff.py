@@ -50,9 +50,9 @@ def reverse_mode(program: Program, output, seed, wrt):
 def _total(program, contributions, sym, hint):
     """The sum of the cotangents reaching ``sym``, as a number or an array of sym's full shape."""
     total = sp.Add(*contributions)
-    if total.is_Number:
-        return total
     shape, dtype = program.shapes[sym], program.dtypes[sym]
+    if total.is_Number or program.shape_of(total) == ():  # scalars broadcast where they are used
+        return program.assign(total, (), dtype, hint)
     if program.shape_of(total) != shape:
         return program.materialize(total, shape, dtype)
     return program.assign(total, shape, dtype, hint)

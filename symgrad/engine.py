@@ -2,7 +2,8 @@
 
 Both entry points walk the graph once into a flat, topologically ordered list and key the
 program by that list (op, attributes, requires_grad and input positions per node; shape and
-dtype per input).  A key seen before costs a dict lookup and one compiled call: no SymPy, no
+dtype per input).  Python floats (a learning rate, a scale) are inputs too, so a schedule that
+changes them does not compile a program per value; integers stay in the program (``x ** 2``).  A key seen before costs a dict lookup and one compiled call: no SymPy, no
 XLA.  On a miss the walk is lowered to a Program (each op's SymPy form), differentiated
 symbolically for ``backward``, emitted as JAX source and jitted.
 
@@ -18,7 +19,7 @@ import sympy as sp
 
 import codegen.compile as programs  # a module import: codegen imports symgrad.ir
 from symgrad.autodiff import reverse_mode
-from symgrad.graph import LEAF, is_zero_fill, leaf
+from symgrad.graph import CONST, LEAF, is_zero_fill, leaf
 from symgrad.ir import Program
 
 FREED_MESSAGE = ("Trying to backward through the graph a second time (or directly access saved tensors "
@@ -57,6 +58,9 @@ class Walk:
                     through_grad and node.requires_grad and node.op is not LEAF)):
                 entry((None, node.shape, node.dtype, node.requires_grad))
                 inputs.append(value)
+            elif node.op is CONST and node.attrs[0].__class__ is float and not node.shape:
+                entry((None, (), node.dtype, False))  # a Python float: an input, so its value is not in the key
+                inputs.append(node.attrs[0])
             else:
                 ready = True
                 for i in node.inputs:
@@ -86,10 +90,15 @@ class Walk:
         for position, node in enumerate(self.order):
             entry = self.entries[position]
             if entry[0] is None:
-                hint = (names or {}).get(id(node)) or ("w" if node.requires_grad and node.op is LEAF else "x")
+                hint = (names or {}).get(id(node)) or (
+                    "w" if node.requires_grad and node.op is LEAF else "c" if node.op is CONST else "x")
                 exprs.append(program.input(node.shape, node.dtype.name, hint))
             else:
-                expr = node.op.build(program, node, *[exprs[i] for i in entry[3]])
+                args = [exprs[i] for i in entry[3]]
+                if not node.op.elementwise:  # a folded constant standing for an array becomes one
+                    args = [program.assign(a, i.shape, i.dtype.name, "full", fold=False)
+                            if a.is_Number and i.shape else a for a, i in zip(args, node.inputs)]
+                expr = node.op.build(program, node, *args)
                 if (node.op is LEAF or not node.requires_grad) and any(i.requires_grad for i in node.inputs) \
                         and not expr.is_Number:
                     expr = program.stop_gradient(expr)  # computed under no_grad, or detached

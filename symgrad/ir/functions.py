@@ -22,16 +22,26 @@ import sympy as sp
 
 
 class _RealFunction(sp.Function):
-    """An elementwise function of real arrays."""
+    """An elementwise function of real arrays; on numbers it evaluates (so constants fold)."""
 
     def _eval_is_real(self):
         return True
+
+    @classmethod
+    def eval(cls, *args):
+        if all(a.is_Number for a in args):
+            return sp.Float(cls.numeric(*(float(a) for a in args)))
+        return None
 
 
 class sigmoid(_RealFunction):
     """The logistic function 1/(1+exp(-x)); kept whole so it lowers to a stable form."""
 
     nargs = 1
+
+    @staticmethod
+    def numeric(x):
+        return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
 
     def fdiff(self, argindex=1):
         return self * (1 - self)
@@ -42,6 +52,10 @@ class softplus(_RealFunction):
 
     nargs = 1
 
+    @staticmethod
+    def numeric(x):
+        return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
+
     def fdiff(self, argindex=1):
         return sigmoid(self.args[0])
 
@@ -50,6 +64,10 @@ class step(_RealFunction):
     """1 where x > 0, else 0 (0 at x = 0, as PyTorch's relu gradient)."""
 
     nargs = 1
+
+    @staticmethod
+    def numeric(x):
+        return 1.0 if x > 0 else 0.0
 
     def fdiff(self, argindex=1):
         return sp.S.Zero
@@ -60,6 +78,10 @@ class relu(_RealFunction):
 
     nargs = 1
 
+    @staticmethod
+    def numeric(x):
+        return max(x, 0.0)
+
     def fdiff(self, argindex=1):
         return step(self.args[0])
 
@@ -68,6 +90,10 @@ class equal(_RealFunction):
     """1 where a == b, else 0: the mask that routes a max's gradient to its arguments."""
 
     nargs = 2
+
+    @staticmethod
+    def numeric(a, b):
+        return 1.0 if a == b else 0.0
 
     def fdiff(self, argindex=1):
         return sp.S.Zero
@@ -244,7 +270,7 @@ class BroadcastTo(Structural):
 
     def vjp(self, p, g, out):
         x = self.args[0]
-        if g.is_Number:  # a constant cotangent over the broadcast shape: each input entry got copies
+        if p.is_scalar(g):  # one cotangent for the whole broadcast shape: each input entry got copies
             return [(x, g * numel(p.shape_of(out)) / numel(p.shape_of(x)))]
         return [(x, p.sum_to(g, p.shape_of(x)))]
 

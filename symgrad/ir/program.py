@@ -99,21 +99,25 @@ class Program:
             return self.assign(x, shape, dtype, "t")
         return self._structural(BroadcastTo, x, sp.Tuple(*shape), shape=tuple(shape), dtype=dtype)
 
+    def is_scalar(self, x) -> bool:
+        """A number or a 0-d array: it broadcasts against anything, so shapes need not be made."""
+        return x.is_Number or self.shape_of(x) == ()
+
     def reshape(self, x, shape):
         shape = tuple(shape)
-        if x.is_Number or self.shape_of(x) == shape:
+        if self.is_scalar(x) or self.shape_of(x) == shape:
             return x
         return self._structural(Reshape, x, sp.Tuple(*shape))
 
     def broadcast_to(self, x, shape):
         shape = tuple(shape)
-        if x.is_Number or self.shape_of(x) == shape:
+        if self.is_scalar(x) or self.shape_of(x) == shape:
             return x
         return self._structural(BroadcastTo, x, sp.Tuple(*shape))
 
     def permute(self, x, perm):
         perm = tuple(perm)
-        if x.is_Number or perm == tuple(range(len(perm))):
+        if self.is_scalar(x) or perm == tuple(range(len(perm))):
             return x
         return self._structural(Permute, x, sp.Tuple(*perm))
 
@@ -130,9 +134,9 @@ class Program:
         return self._structural(Matmul, a, b)
 
     def reduce_sum(self, x, axes, keepdim: bool, shape=None):
-        """Sum of x over axes; ``shape`` is x's full shape when x may be a folded number."""
+        """Sum of x over axes; ``shape`` is x's full shape when x may be a scalar standing for it."""
         axes = tuple(sorted(axes))
-        if x.is_Number:
+        if shape is not None and tuple(shape) and self.is_scalar(x):
             full = tuple(shape)
             return x * numel([full[i] for i in axes])
         if not axes:
@@ -158,7 +162,7 @@ class Program:
 
     def expand_reduced(self, g, full_shape, axes, keepdim: bool):
         """g, the cotangent of a reduction's output, laid out to broadcast against its input."""
-        if keepdim or g.is_Number:
+        if keepdim or self.is_scalar(g):
             return g
         return self.reshape(g, reduced_shape(full_shape, axes, True))
 

@@ -58,7 +58,7 @@ def elementwise(name, grad_fn, form, *, float_result=False, saves=True, referenc
     return register(Op(name, grad_fn, lambda nodes: infer_elementwise(nodes, float_result), build,
                        saves=saves, reference=reference, torch_fn=torch_fn,
                        examples=examples or (UNARY if arity == 1 else BINARY),
-                       domain=domain or ("real",) * arity))
+                       domain=domain or ("real",) * arity, elementwise=True))
 
 
 def _pow_name(nodes):
@@ -86,7 +86,7 @@ POW = register(Op("pow", _pow_name, lambda nodes: infer_elementwise(nodes),
                   reference=jnp.power, torch_fn=lambda t, a, b: t.pow(a, b),
                   examples=(Example(((3, 4), ()), scalars={1: 2}), Example(((5,), ()), scalars={1: 3.5}),
                             Example(((3, 4), (3, 4))), Example(((), (4,)), scalars={0: 2.0})),
-                  domain=("positive", "real")))
+                  domain=("positive", "real"), elementwise=True))
 MAXIMUM = elementwise("maximum", "MaximumBackward0", lambda a, b: sp.Max(a, b), reference=jnp.maximum,
                       torch_fn=lambda t, a, b: t.maximum(a, b), examples=BINARY[:3])
 MINIMUM = elementwise("minimum", "MinimumBackward0", lambda a, b: sp.Min(a, b), reference=jnp.minimum,

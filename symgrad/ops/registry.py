@@ -31,6 +31,7 @@ class Op:
     torch_fn: Callable | None = None
     examples: tuple = ()
     domain: tuple = ()
+    elementwise: bool = False  # its form takes numbers for arrays (constants fold); others need arrays
 
     def __repr__(self):
         return f"<op {self.name}>"
