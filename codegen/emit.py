@@ -35,7 +35,7 @@ def _value(program: Program, expr, shape, dtype) -> str:
         return f"jnp.full({tuple(shape)!r}, {to_jax(value)}, dtype={DTYPES[dtype]})"
     text = to_jax(expr)
     if not isinstance(expr, (sp.Symbol, Structural)):
-        if any(program.dtypes[s] != dtype for s in expr.free_symbols):
+        if dtype == "bool" or any(program.dtypes[s] != dtype for s in expr.free_symbols):
             text = f"jnp.asarray({text}, dtype={DTYPES[dtype]})"
     if program.shape_of(expr) != tuple(shape):
         text = f"jnp.broadcast_to({text}, {tuple(shape)!r})"

@@ -46,6 +46,18 @@ class JaxPrinter(StrPrinter):
     def _print_Half(self, expr):
         return "0.5"
 
+    def _print_Infinity(self, expr):
+        return "jnp.inf"
+
+    def _print_NegativeInfinity(self, expr):
+        return "(-jnp.inf)"
+
+    def _print_ComplexInfinity(self, expr):  # x/0: SymPy's zoo; x * inf gives PyTorch's inf, -inf or nan
+        return "jnp.inf"
+
+    def _print_NaN(self, expr):
+        return "jnp.nan"
+
     def _print_Pow(self, expr, rational=False):
         base, exponent = expr.args
         if exponent == sp.S.Half:

@@ -11,8 +11,8 @@ import jax as _jax
 _jax.config.update("jax_enable_x64", True)
 
 from symgrad import ir  # noqa: E402  (the IR first: codegen imports it)
-from symgrad.dtypes import (Size, bool_ as bool, dtype, float16, float32, float64, int32,  # noqa: E402
-                            int64)
+from symgrad.dtypes import (Size, bool_ as bool, device, dtype, float16, float32, float64,  # noqa: E402
+                            int32, int64)
 from symgrad.grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,  # noqa: E402
                                set_grad_enabled)
 from symgrad.tensor import Tensor  # noqa: E402
@@ -22,7 +22,7 @@ from symgrad.creation import (Generator, arange, as_tensor, eye, from_numpy, ful
                               randn_like, tensor, zeros, zeros_like)
 from symgrad.ops.elementwise import (abs, add, cos, div, exp, log, maximum, minimum, mul, neg, pow,  # noqa: E402
                                      relu, sigmoid, sin, sqrt, square, sub, tanh)
-from symgrad.ops.linalg import matmul, mm  # noqa: E402
+from symgrad.ops.linalg import dot, matmul, mm  # noqa: E402
 from symgrad.ops.reductions import amax, logsumexp, max, mean, sum  # noqa: E402
 from symgrad.ops.shape import (clone, expand, flatten, permute, reshape, squeeze, t,  # noqa: E402
                                transpose, unsqueeze)
@@ -37,7 +37,6 @@ double = float64
 half = float16
 long = int64
 int = int32
-dot = matmul
 softplus = nn.functional.softplus
 
 

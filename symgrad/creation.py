@@ -23,6 +23,8 @@ def _make(array: np.ndarray, dtype, requires_grad: bool) -> Tensor:
 
 
 def _infer_dtype(data) -> dtypes.dtype:
+    if isinstance(data, np.generic):  # a NumPy scalar keeps its dtype, as a NumPy array does
+        data = np.asarray(data)
     array = np.asarray(data)
     if array.dtype.kind == "f":
         return dtypes.float32 if not isinstance(data, np.ndarray) else dtypes.from_numpy(array.dtype)
@@ -89,7 +91,8 @@ def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False) -> 
     if end is None:
         start, end = 0, start
     values = np.arange(start, end, step)
-    return _make(values, dtype or _infer_dtype(values.tolist() if values.size else 0.0), requires_grad)
+    floating = any(isinstance(v, float) for v in (start, end, step))
+    return _make(values, dtype or (dtypes.float32 if floating else dtypes.int64), requires_grad)
 
 
 def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False) -> Tensor:
@@ -104,9 +107,13 @@ def rand(*size, dtype=None, requires_grad: bool = False, generator=None) -> Tens
     return _make((generator or _generator).random(_size(size)), dtype or dtypes.float32, requires_grad)
 
 
-def randint(low, high=None, size=(), dtype=None) -> Tensor:
-    if high is None:
-        low, high = 0, low
+def randint(low, high=None, size=None, dtype=None) -> Tensor:
+    """``randint(high, size)`` or ``randint(low, high, size)``, as PyTorch."""
+    if size is None:
+        if isinstance(high, (tuple, list)):
+            low, high, size = 0, low, high
+        else:
+            size = ()
     return _make(_generator.integers(low, high, size=tuple(size)), dtype or dtypes.int64, False)
 
 

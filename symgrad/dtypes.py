@@ -78,11 +78,39 @@ def promote(operands) -> dtype:
     raise AssertionError("unreachable")
 
 
+class device:
+    """``torch.device``: everything here runs on the CPU (JAX's default device)."""
+
+    __slots__ = ("type",)
+
+    def __init__(self, type: str = "cpu"):
+        self.type = type
+
+    def __repr__(self):
+        return f"device(type='{self.type}')"
+
+    def __str__(self):
+        return self.type
+
+    def __eq__(self, other):
+        return str(other) == self.type
+
+    def __hash__(self):
+        return hash(self.type)
+
+
+CPU = device("cpu")
+
+
 class Size(tuple):
     """``torch.Size``: a tuple that prints as ``torch.Size([5, 3])``."""
 
     def __repr__(self):
         return f"torch.Size({list(self)})"
+
+    def __getitem__(self, item):
+        result = tuple.__getitem__(self, item)
+        return Size(result) if isinstance(item, slice) else result
 
     __str__ = __repr__
 

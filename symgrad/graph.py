@@ -107,18 +107,19 @@ class BackwardFunction:
         self._node = node
 
     def name(self) -> str:
-        return type(self).__name__
+        name = type(self).__name__
+        return f"torch::autograd::{name}" if name == "CopyBackwards" else name  # a C++ node in PyTorch
 
     def __repr__(self):
         return f"<{type(self).__name__} object at {id(self):#x}>"
 
     @property
     def next_functions(self):
-        return tuple((grad_fn_of(n) if not n.is_leaf else (_AccumulateGrad(n) if n.requires_grad else None), 0)
+        return tuple((grad_fn_of(n) if not n.is_leaf else (AccumulateGrad(n) if n.requires_grad else None), 0)
                      for n in self._node.inputs)
 
 
-class _AccumulateGrad:
+class AccumulateGrad:
     """The end of a gradient path: a leaf that requires grad."""
 
     def __init__(self, node):

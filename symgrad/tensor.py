@@ -21,6 +21,7 @@ from symgrad.graph import LEAF, Node, constant, grad_fn_of, lazy_leaf, scalar
 
 class Tensor:
     __slots__ = ("_node", "_grad", "__weakref__")
+    __array_priority__ = 1000  # numpy defers to us: np.float32(0.1) * t is a Tensor, as in PyTorch
 
     def __init__(self, node: Node):
         self._node = node
@@ -134,8 +135,8 @@ class Tensor:
         return self._node.shape[0]
 
     @property
-    def device(self) -> str:
-        return "cpu"
+    def device(self) -> dtypes.device:
+        return dtypes.CPU
 
     def is_floating_point(self) -> bool:
         return self._node.dtype.is_floating_point
@@ -183,7 +184,7 @@ class Tensor:
         return int(self.item())
 
     def __format__(self, spec):
-        if self._node.shape == () and spec:
+        if self._node.shape == ():  # PyTorch formats a 0-dim tensor as its number
             return format(self.item(), spec)
         return object.__format__(self, spec) if spec else repr(self)
 
@@ -222,6 +223,9 @@ def as_node(value) -> Node:
         return scalar(value)
     if isinstance(value, np.generic):
         return scalar(value.item())
+    if isinstance(value, np.ndarray):
+        from symgrad.creation import tensor
+        return tensor(value)._node
     raise TypeError(f"expected a Tensor or a number, got {type(value).__name__}")
 
 
@@ -241,7 +245,7 @@ def apply(op, *args, attrs: tuple = ()) -> Tensor:
     requires_grad = False
     for n in nodes:
         if n.requires_grad:
-            requires_grad = _grad_state.enabled
+            requires_grad = _grad_state.enabled and dtype.kind == 2  # integer results carry no gradient
             break
     return Tensor(Node(op, nodes, attrs, shape, dtype, requires_grad))
 

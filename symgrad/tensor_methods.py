@@ -30,7 +30,7 @@ def _assign(self, src):
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     if tuple(src.shape) != tuple(self.shape):
         src = S.expand(src, *self.shape)
-    new = S.clone(S.to_dtype(src, self.dtype))._node
+    new = S.copy(S.to_dtype(src, self.dtype))._node
     self._rebind(new if new.requires_grad else lazy_leaf(new, requires_grad=node.requires_grad))
     return self
 
@@ -67,7 +67,7 @@ METHODS = {
     "fill_": lambda a, value: fill_inplace(a, value),
     "copy_": _assign,
     "sum": R.sum, "mean": R.mean, "max": R.max, "amax": R.amax, "logsumexp": R.logsumexp,
-    "matmul": L.matmul, "mm": L.mm, "dot": L.matmul,
+    "matmul": L.matmul, "mm": L.mm, "dot": L.dot,
     "reshape": S.reshape, "view": S.reshape, "flatten": S.flatten, "unsqueeze": S.unsqueeze,
     "squeeze": S.squeeze, "permute": S.permute, "transpose": S.transpose, "t": S.t,
     "expand": S.expand, "clone": S.clone,

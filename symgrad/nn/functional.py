@@ -13,7 +13,7 @@ import sympy as sp
 
 from symgrad import dtypes, ir
 from symgrad.ops.elementwise import logsigmoid, relu, sigmoid, softplus, tanh
-from symgrad.ops.reductions import normalize_dims
+from symgrad.ops.reductions import dim_index
 from symgrad.ops.registry import Example, Op, register
 from symgrad.tensor import Tensor, apply
 
@@ -89,6 +89,8 @@ def _infer_softmax(nodes, dim):
 
 def _log_softmax(p, node, x):
     (dim,) = node.attrs
+    if not node.shape:  # one element: its log-probability is 0
+        return p.assign(x - x, (), node.dtype.name, "log_softmax")
     lse = p.logsumexp(x, (dim,), True)
     return p.assign(x - lse, node.shape, node.dtype.name, "log_softmax")
 
@@ -101,7 +103,8 @@ LOG_SOFTMAX = register(Op(
 
 SOFTMAX = register(Op(
     "softmax", "SoftmaxBackward0", _infer_softmax,
-    lambda p, node, x: p.assign(sp.exp(x - p.logsumexp(x, node.attrs, True)), node.shape, node.dtype.name, "softmax"),
+    lambda p, node, x: p.assign(sp.exp(x - (p.logsumexp(x, node.attrs, True) if node.shape else x)),
+                                node.shape, node.dtype.name, "softmax"),
     reference=lambda x, dim: jax.nn.softmax(x, axis=dim),
     torch_fn=lambda torch, x, dim: torch.nn.functional.softmax(x, dim),
     examples=(Example(((4, 5),), (1,)), Example(((6,),), (0,)))))
@@ -181,13 +184,13 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 def log_softmax(input, dim=None, dtype=None):
     if dim is None:
         raise TypeError("log_softmax() missing the dim argument")
-    return apply(LOG_SOFTMAX, input if dtype is None else input.to(dtype), attrs=normalize_dims(dim, input.ndim))
+    return apply(LOG_SOFTMAX, input if dtype is None else input.to(dtype), attrs=(dim_index(dim, input.ndim),))
 
 
 def softmax(input, dim=None, dtype=None):
     if dim is None:
         raise TypeError("softmax() missing the dim argument")
-    return apply(SOFTMAX, input if dtype is None else input.to(dtype), attrs=normalize_dims(dim, input.ndim))
+    return apply(SOFTMAX, input if dtype is None else input.to(dtype), attrs=(dim_index(dim, input.ndim),))
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):

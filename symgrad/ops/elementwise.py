@@ -53,6 +53,8 @@ def elementwise(name, grad_fn, form, *, float_result=False, saves=True, referenc
     arity = form.__code__.co_argcount if hasattr(form, "__code__") else 1  # SymPy heads are unary here
 
     def build(p, node, *xs):
+        if float_result:  # jax.nn's functions take floats only: cast integer inputs as PyTorch does
+            xs = [p.astype(x, node.dtype.name) if i.dtype.kind < 2 else x for x, i in zip(xs, node.inputs)]
         return p.assign(form(*xs), node.shape, node.dtype.name, name)
 
     return register(Op(name, grad_fn, lambda nodes: infer_elementwise(nodes, float_result), build,
@@ -81,7 +83,14 @@ DIV = elementwise("div", "DivBackward0", lambda a, b: a / b, float_result=True, 
 RDIV = elementwise("rdiv", "MulBackward0", lambda a, b: b / a, float_result=True,
                    reference=lambda a, b: b / a, torch_fn=lambda t, a, b: b / a, domain=("nonzero", "real"),
                    examples=REFLECTED)
-POW = register(Op("pow", _pow_name, lambda nodes: infer_elementwise(nodes),
+def _infer_pow(nodes):
+    base, exponent = nodes
+    if base.dtype.kind < 2 and exponent.dtype.kind < 2 and exponent.op is CONST and exponent.attrs[0] < 0:
+        raise ValueError("Integers to negative integer powers are not allowed.")
+    return infer_elementwise(nodes)
+
+
+POW = register(Op("pow", _pow_name, _infer_pow,
                   lambda p, node, a, b: p.assign(a ** b, node.shape, node.dtype.name, "pow"),
                   reference=jnp.power, torch_fn=lambda t, a, b: t.pow(a, b),
                   examples=(Example(((3, 4), ()), scalars={1: 2}), Example(((5,), ()), scalars={1: 3.5}),

@@ -34,6 +34,13 @@ def matmul(input, other):
     return apply(MATMUL, input, other)
 
 
+def dot(input, other):
+    """``torch.dot``: 1-D tensors only (``matmul`` is the general product)."""
+    if input.ndim != 1 or other.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    return apply(MATMUL, input, other)
+
+
 def mm(input, mat2):
     if input.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError(f"mm: both arguments must be matrices, got shapes {tuple(input.shape)} and "

@@ -6,7 +6,7 @@ import math
 import jax.numpy as jnp
 
 from symgrad import dtypes
-from symgrad.ops.reductions import normalize_dims
+from symgrad.ops.reductions import dim_index, normalize_dims
 from symgrad.ops.registry import Example, Op, register
 from symgrad.tensor import apply
 
@@ -82,6 +82,10 @@ CAST = register(Op("to", "ToCopyBackward0", _infer_cast, lambda p, node, x: p.as
 CLONE = register(Op("clone", "CloneBackward0", lambda nodes: (nodes[0].shape, nodes[0].dtype),
                     lambda p, node, x: p.assign(x, node.shape, node.dtype.name, "clone", fold=False), saves=False,
                     reference=lambda x: x, torch_fn=lambda t, x: x.clone(), examples=(Example(((3, 4),)),)))
+COPY = register(Op("copy", "CopyBackwards", lambda nodes: (nodes[0].shape, nodes[0].dtype),
+                   lambda p, node, x: p.assign(x, node.shape, node.dtype.name, "copy", fold=False), saves=False,
+                   reference=lambda x: x, torch_fn=lambda t, x: t.zeros(x.shape, dtype=x.dtype).copy_(x),
+                   examples=(Example(((3, 4),)),)))
 
 
 def _shape_arg(shape):
@@ -104,7 +108,9 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1):
     shape = tuple(input.shape)
     if not shape:
         return reshape(input, 1)
-    start, end = normalize_dims(start_dim, len(shape))[0], normalize_dims(end_dim, len(shape))[0]
+    start, end = dim_index(start_dim, len(shape)), dim_index(end_dim, len(shape))
+    if start > end:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     return reshape(input, *shape[:start], math.prod(shape[start:end + 1]), *shape[end + 1:])
 
 
@@ -120,9 +126,15 @@ def unsqueeze(input, dim: int):
 
 def squeeze(input, dim=None):
     shape = tuple(input.shape)
-    dims = range(len(shape)) if dim is None else normalize_dims(dim, len(shape))
+    if dim is None:
+        dims = given = tuple(range(len(shape)))
+        given = None
+    elif isinstance(dim, int):
+        dims = (dim_index(dim, len(shape)),)
+        given = dims[0]
+    else:
+        dims = given = normalize_dims(dim, len(shape))
     kept = tuple(n for i, n in enumerate(shape) if not (i in dims and n == 1))
-    given = None if dim is None else dims[0] if isinstance(dim, int) else tuple(dims)
     return apply(SQUEEZE, input, attrs=(kept, given))
 
 
@@ -133,9 +145,10 @@ def permute(input, *dims):
 
 def transpose(input, dim0: int, dim1: int):
     n = input.ndim
-    d0, d1 = normalize_dims(dim0, n)[0], normalize_dims(dim1, n)[0]
+    d0, d1 = dim_index(dim0, n), dim_index(dim1, n)
     perm = list(range(n))
-    perm[d0], perm[d1] = perm[d1], perm[d0]
+    if n:
+        perm[d0], perm[d1] = perm[d1], perm[d0]
     return apply(TRANSPOSE, input, attrs=(tuple(perm),))
 
 
@@ -153,6 +166,9 @@ def matrix_transpose(input):
 def expand(input, *shape):
     shape = _shape_arg(shape)
     lead = len(shape) - input.ndim
+    if any(s == -1 for s in shape[:lead]):
+        raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a leading, non-existing "
+                           f"dimension {shape.index(-1)}")
     full = tuple(input.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
     return apply(EXPAND, input, attrs=(full,))
 
@@ -165,3 +181,8 @@ def to_dtype(input, dtype):
 
 def clone(input):
     return apply(CLONE, input)
+
+
+def copy(input):
+    """The values ``dst.copy_(input)`` takes (recorded as PyTorch's CopyBackwards)."""
+    return apply(COPY, input)
