@@ -13,14 +13,18 @@ def backward(tensors, grad_tensors=None, retain_graph=None, inputs=None):
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, allow_unused=False):
-    """Gradients of ``outputs`` w.r.t. ``inputs`` returned, not accumulated into ``.grad``."""
-    single = not isinstance(inputs, (list, tuple))
-    inputs = [inputs] if single else list(inputs)
+    """Gradients of ``outputs`` (one tensor or several, summed) w.r.t. ``inputs``, returned and
+    not accumulated into ``.grad``."""
+    inputs = [inputs] if not isinstance(inputs, (list, tuple)) else list(inputs)
+    outputs = [outputs] if not isinstance(outputs, (list, tuple)) else list(outputs)
+    seeds = grad_outputs if isinstance(grad_outputs, (list, tuple)) else [grad_outputs] * len(outputs)
     saved = [t._grad for t in inputs]
     for t in inputs:
         t._grad = None
     try:
-        engine.backward(outputs, grad_outputs, retain_graph=bool(retain_graph), inputs=inputs)
+        for k, (output, seed) in enumerate(zip(outputs, seeds)):
+            last = k == len(outputs) - 1
+            engine.backward(output, seed, retain_graph=bool(retain_graph) or not last, inputs=inputs)
         result = [t._grad for t in inputs]
     finally:
         for t, g in zip(inputs, saved):

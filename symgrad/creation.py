@@ -22,9 +22,16 @@ def _make(array: np.ndarray, dtype, requires_grad: bool) -> Tensor:
     return Tensor(leaf(_device(np.asarray(array, dtype=dtype.numpy)), dtype, requires_grad))
 
 
+def _first_element(data):
+    while isinstance(data, (list, tuple)) and data:
+        data = data[0]
+    return data
+
+
 def _infer_dtype(data) -> dtypes.dtype:
-    if isinstance(data, np.generic):  # a NumPy scalar keeps its dtype, as a NumPy array does
-        data = np.asarray(data)
+    first = _first_element(data)
+    if isinstance(first, np.generic):  # NumPy scalars keep their dtype, as a NumPy array does
+        return dtypes.from_numpy(first.dtype)
     array = np.asarray(data)
     if array.dtype.kind == "f":
         return dtypes.float32 if not isinstance(data, np.ndarray) else dtypes.from_numpy(array.dtype)

@@ -14,6 +14,7 @@ update runs fused into the next step and the graph never grows from step to step
 from __future__ import annotations
 
 import gc
+import weakref
 
 import sympy as sp
 
@@ -224,7 +225,15 @@ def _gradient_path(root):
 
 
 def backward(tensor, gradient=None, retain_graph=False, create_graph=False, inputs=None) -> None:
-    _without_collection(_backward, tensor, gradient, retain_graph, create_graph, inputs)
+    """``tensor.backward``; ``inputs`` may name non-leaf tensors, whose .grad is then filled."""
+    borrowed = [t for t in inputs or () if not t._node.is_leaf and not t._node.retains_grad]
+    for t in borrowed:
+        t._node.retains_grad, t._node.owner = True, weakref.ref(t)
+    try:
+        _without_collection(_backward, tensor, gradient, retain_graph, create_graph, inputs)
+    finally:
+        for t in borrowed:
+            t._node.retains_grad, t._node.owner = False, None
 
 
 def _backward(tensor, gradient, retain_graph, create_graph, inputs) -> None:

@@ -20,12 +20,13 @@ from symgrad.graph import LEAF, Node, constant, grad_fn_of, lazy_leaf, scalar
 
 
 class Tensor:
-    __slots__ = ("_node", "_grad", "__weakref__")
+    __slots__ = ("_node", "_grad", "_base", "__weakref__")
     __array_priority__ = 1000  # numpy defers to us: np.float32(0.1) * t is a Tensor, as in PyTorch
 
     def __init__(self, node: Node):
         self._node = node
         self._grad = None
+        self._base = None  # the tensor whose .data this is: in-place changes write through to it
         if node.requires_grad and node.op is LEAF:
             node.owner = weakref.ref(self)
 
@@ -99,7 +100,14 @@ class Tensor:
 
     @property
     def data(self) -> "Tensor":
-        return self.detach()
+        """The values without history; in-place changes to it change this tensor (as PyTorch's view)."""
+        view = self.detach()
+        view._base = self
+        return view
+
+    @data.setter
+    def data(self, value: "Tensor"):
+        _write_values(self, lazy_leaf(value._node))
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         from symgrad.engine import backward
@@ -250,6 +258,18 @@ def apply(op, *args, attrs: tuple = ()) -> Tensor:
     return Tensor(Node(op, nodes, attrs, shape, dtype, requires_grad))
 
 
+def _write_values(tensor: Tensor, values: Node) -> None:
+    """``tensor`` takes ``values`` (computed without history); its own history, if any, stays."""
+    node = tensor._node
+    if node.requires_grad and node.op is not LEAF:
+        from symgrad.ops.elementwise import KEEP_HISTORY
+        tensor._rebind(Node(KEEP_HISTORY, (node, values), (), node.shape, node.dtype, True))
+    else:
+        tensor._rebind(lazy_leaf(values, requires_grad=node.requires_grad))
+    if tensor._base is not None:
+        _write_values(tensor._base, lazy_leaf(values))
+
+
 def apply_inplace(tensor: Tensor, op, *args, attrs: tuple = ()) -> Tensor:
     """``tensor op= other``: record out of place, then move ``tensor`` to the result."""
     node = tensor._node
@@ -267,17 +287,26 @@ def apply_inplace(tensor: Tensor, op, *args, attrs: tuple = ()) -> Tensor:
     if result.shape != node.shape:
         raise RuntimeError(f"output with shape {list(node.shape)} doesn't match the broadcast shape "
                            f"{list(result.shape)} [{op.name}_]")
-    if not result.requires_grad:
-        result = lazy_leaf(result, requires_grad=node.requires_grad)
-    tensor._rebind(result)
+    if result.requires_grad:
+        tensor._rebind(result)
+        if tensor._base is not None:
+            _write_values(tensor._base, lazy_leaf(result))
+    else:
+        _write_values(tensor, result)
     return tensor
 
 
-def fill_inplace(tensor: Tensor, value) -> Tensor:
-    """``tensor.fill_(value)`` / ``zero_()``: the tensor becomes a constant, lazily."""
+def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
+    """``tensor.fill_(value)`` / ``zero_()``: the tensor becomes a constant, lazily.
+
+    Under grad mode a tensor with history records the fill (its gradient is zero), as PyTorch.
+    """
     node = tensor._node
     if is_grad_enabled() and node.requires_grad:
-        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-    filled = constant(value, node.shape, node.dtype)
-    tensor._rebind(lazy_leaf(filled, requires_grad=node.requires_grad))
+        if node.op is LEAF:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        from symgrad.ops.elementwise import FILL
+        tensor._rebind(Node(FILL, (node,), (value, name), node.shape, node.dtype, True))
+        return tensor
+    _write_values(tensor, constant(value, node.shape, node.dtype))
     return tensor

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 from symgrad import dtypes
 from symgrad.grad_mode import is_grad_enabled
-from symgrad.graph import lazy_leaf
 from symgrad.nn import functional as F
 from symgrad.ops import elementwise as E
 from symgrad.ops import linalg as L
 from symgrad.ops import reductions as R
 from symgrad.ops import shape as S
-from symgrad.tensor import Tensor, apply, apply_inplace, fill_inplace
+from symgrad.tensor import Tensor, _write_values, apply, apply_inplace, fill_inplace
 
 
 def _to(self, *args, **kwargs):
@@ -31,7 +30,10 @@ def _assign(self, src):
     if tuple(src.shape) != tuple(self.shape):
         src = S.expand(src, *self.shape)
     new = S.copy(S.to_dtype(src, self.dtype))._node
-    self._rebind(new if new.requires_grad else lazy_leaf(new, requires_grad=node.requires_grad))
+    if new.requires_grad:
+        self._rebind(new)
+    else:
+        _write_values(self, new)
     return self
 
 
@@ -63,7 +65,7 @@ METHODS = {
     "sub_": lambda a, b, alpha=1: apply_inplace(a, E.SUB, b if alpha == 1 else E.mul(b, alpha)),
     "mul_": lambda a, b: apply_inplace(a, E.MUL, b),
     "div_": lambda a, b: apply_inplace(a, E.DIV, b),
-    "zero_": lambda a: fill_inplace(a, 0),
+    "zero_": lambda a: fill_inplace(a, 0, "ZeroBackward0"),
     "fill_": lambda a, value: fill_inplace(a, value),
     "copy_": _assign,
     "sum": R.sum, "mean": R.mean, "max": R.max, "amax": R.amax, "logsumexp": R.logsumexp,

@@ -172,5 +172,23 @@ neg, exp, log, sqrt, sin, cos, tanh = (_unary(op) for op in (NEG, EXP, LOG, SQRT
 sigmoid, relu, abs, logsigmoid, softplus = (_unary(op) for op in (SIGMOID, RELU, ABS, LOGSIGMOID, SOFTPLUS))
 
 
+FILL = register(Op("fill", lambda nodes, value, name: name, lambda nodes, value, name: (nodes[0].shape, nodes[0].dtype),
+                   lambda p, node, x: sp.sympify(node.attrs[0]), saves=False, elementwise=True))
+
+
+def _keep_history_name(nodes):
+    old = nodes[0]
+    return old.op.backward_name(old.inputs, old.attrs)
+
+
+# ``y.add_(1)`` under no_grad on a y that has history: y takes the new values, and its gradient
+# is still y's (PyTorch does not record the update).  The form is exactly the new value plus a
+# zero, ``y - stop_gradient(y)``, whose derivative routes the gradient through the old y.
+KEEP_HISTORY = register(Op("keep_history", _keep_history_name, lambda nodes: (nodes[0].shape, nodes[0].dtype),
+                           lambda p, node, old, new: p.assign(new + (old - p.stop_gradient(old)), node.shape,
+                                                              node.dtype.name, "updated"),
+                           saves=False))
+
+
 def square(input):
     return apply(POW, input, 2)
