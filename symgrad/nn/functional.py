@@ -6,6 +6,8 @@ and ``logsumexp``, which lower to stable JAX forms and whose derivatives (``sigm
 """
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,7 +29,7 @@ REDUCTIONS = ("mean", "sum", "none")
 def _reduce(p, node, elementwise, hint):
     """Apply the loss's reduction (its first attribute) to the per-element loss."""
     reduction = node.attrs[0]
-    full_shape = node.inputs[0].shape
+    full_shape = ir.broadcast_shapes(*(i.shape for i in node.inputs))
     per_element = p.assign(elementwise, full_shape, node.dtype.name, hint)
     if reduction == "none":
         return per_element
@@ -41,7 +43,7 @@ def _reduce(p, node, elementwise, hint):
 def _infer_pair(nodes, reduction):
     a, b = nodes
     dtype = a.dtype if a.dtype is b.dtype else dtypes.promote([(a.dtype, 2), (b.dtype, 2)])
-    return (a.shape if reduction == "none" else ()), dtype
+    return (ir.broadcast_shapes(a.shape, b.shape) if reduction == "none" else ()), dtype
 
 
 def _loss_examples(*shapes):
@@ -110,35 +112,62 @@ SOFTMAX = register(Op(
     examples=(Example(((4, 5),), (1,)), Example(((6,),), (0,)))))
 
 
-def _infer_nll(nodes, reduction):
+def _class_axis(logp_shape) -> int:
+    """Classes are axis 1 of (N, C, d1, ...) and axis 0 of an unbatched (C,)."""
+    return 1 if len(logp_shape) >= 2 else 0
+
+
+def _infer_nll(nodes, reduction, ignore_index):
     logp, target = nodes
     if target.dtype.kind != 1:
         raise ValueError(f"expected scalar type Long but found {target.dtype.name.capitalize()} (nll_loss target)")
-    if len(logp.shape) != 2 or target.shape != logp.shape[:1]:
-        raise ValueError(f"Expected input batch_size ({logp.shape[0] if logp.shape else 0}) to match target "
-                         f"batch_size ({target.shape[0] if target.shape else 0}); nll_loss takes input (N, C) "
-                         f"and target (N,)")
-    return ((logp.shape[0],) if reduction == "none" else ()), logp.dtype
+    if not logp.shape:
+        raise ValueError("nll_loss: input must have a class dimension, got a 0-dim tensor")
+    axis = _class_axis(logp.shape)
+    expected = logp.shape[:axis] + logp.shape[axis + 1:]
+    if target.shape != expected:
+        raise ValueError(f"Expected target of shape {expected} for input of shape {logp.shape} "
+                         f"(input (N, C, d1, ...) takes target (N, d1, ...)), got {target.shape}")
+    return (target.shape if reduction == "none" else ()), logp.dtype
 
 
 def _nll(p, node, logp, target):
-    reduction = node.attrs[0]
-    n, classes = node.inputs[0].shape
-    picked = p.one_hot(target, classes, node.dtype.name)
-    per_row = p.reduce_sum(p.assign(-picked * logp, (n, classes), node.dtype.name, "nll"), (1,), False)
+    """-log p[target] per item, zero where target == ignore_index; the mean is over the others."""
+    reduction, ignore_index = node.attrs
+    logp_shape, target_shape = node.inputs[0].shape, node.inputs[1].shape
+    axis = _class_axis(logp_shape)
+    order = [*(i for i in range(len(logp_shape)) if i != axis), axis]
+    moved = p.permute(logp, order)  # classes last: the one-hot's layout
+    picked = p.one_hot(target, logp_shape[axis], node.dtype.name)
+    full = (*target_shape, logp_shape[axis])
+    dtype = node.dtype.name
+    kept = p.assign(1 - ir.equal(target, ignore_index), target_shape, dtype, "kept")
+    per_item = p.reduce_sum(p.assign(-picked * moved, full, dtype, "nll"), (len(full) - 1,), False)
+    per_item = p.assign(per_item * kept, target_shape, dtype, "nll_kept")
     if reduction == "none":
-        return per_row
-    total = p.reduce_sum(per_row, (0,), False, shape=(n,))
-    return total if reduction == "sum" else p.assign(total / n, (), node.dtype.name, "nll_mean")
+        return per_item
+    everything = tuple(range(len(target_shape)))
+    total = p.reduce_sum(per_item, everything, False, shape=target_shape)
+    if reduction == "sum":
+        return total
+    return p.assign(total / p.reduce_sum(kept, everything, False, shape=target_shape), (), dtype, "nll_mean")
+
+
+def _reference_nll(logp, t, reduction, ignore_index):
+    logp = jnp.moveaxis(logp, _class_axis(logp.shape), -1)
+    kept = t != ignore_index
+    per_item = -jnp.take_along_axis(logp, jnp.where(kept, t, 0)[..., None], axis=-1)[..., 0] * kept
+    return {"mean": per_item.sum() / kept.sum(), "sum": per_item.sum(), "none": per_item}[reduction]
 
 
 NLL = register(Op(
-    "nll_loss", "NllLossBackward0", _infer_nll, _nll,
-    reference=lambda logp, t, reduction: _reference_reduce(
-        -jnp.take_along_axis(logp, t[:, None], axis=1)[:, 0], reduction),
-    torch_fn=lambda torch, logp, t, reduction: torch.nn.functional.nll_loss(logp, t, reduction=reduction),
-    examples=(Example(((4, 5), (4,)), ("mean",)), Example(((4, 5), (4,)), ("sum",)),
-              Example(((4, 5), (4,)), ("none",))),
+    "nll_loss", lambda nodes, reduction, ignore: "NllLoss2DBackward0" if len(nodes[0].shape) >= 3 else "NllLossBackward0",
+    _infer_nll, _nll, reference=_reference_nll,
+    torch_fn=lambda torch, logp, t, reduction, ignore: torch.nn.functional.nll_loss(logp, t, reduction=reduction,
+                                                                                  ignore_index=ignore),
+    examples=(Example(((4, 5), (4,)), ("mean", -100)), Example(((4, 5), (4,)), ("sum", -100)),
+              Example(((4, 5), (4,)), ("none", -100)), Example(((4, 5), (4,)), ("mean", 2)),
+              Example(((5,), ()), ("mean", -100)), Example(((2, 5, 3), (2, 3)), ("mean", -100))),
     domain=("real", "label")))
 
 
@@ -171,13 +200,19 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if weight is not None or size_average is not None or reduce is not None:
         _unsupported("binary_cross_entropy", weight=weight, size_average=size_average, reduce=reduce)
     _same_size(input, target)
+    values = _known_values(input)
+    if values is not None and not np.all((values >= 0) & (values <= 1)):
+        raise RuntimeError("all elements of input should be between 0 and 1")
     return apply(BCE, input, target, attrs=(_reduction(reduction),))
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     if size_average is not None or reduce is not None:
         _unsupported("mse_loss", size_average=size_average, reduce=reduce)
-    _same_size(input, target)
+    if target._node.shape != input._node.shape:
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size ({input.shape}). "
+                      "This will likely lead to incorrect results due to broadcasting. "
+                      "Please ensure they have the same size.", UserWarning, stacklevel=2)
     return apply(MSE, input, target, attrs=(_reduction(reduction),))
 
 
@@ -196,8 +231,8 @@ def softmax(input, dim=None, dtype=None):
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     if weight is not None or size_average is not None or reduce is not None:
         _unsupported("nll_loss", weight=weight, size_average=size_average, reduce=reduce)
-    _check_labels(target, input.shape[-1] if input.ndim else 0)
-    return apply(NLL, input, target, attrs=(_reduction(reduction),))
+    _check_labels(target, input.shape[_class_axis(input.shape)] if input.ndim else 0, ignore_index)
+    return apply(NLL, input, target, attrs=(_reduction(reduction), int(ignore_index)))
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
@@ -207,15 +242,23 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                                   "pass class indices (int64)")
     if label_smoothing:
         raise NotImplementedError("cross_entropy: label_smoothing is not supported by symgrad")
-    return nll_loss(log_softmax(input, 1), target, weight, size_average, ignore_index, reduce, reduction)
+    return nll_loss(log_softmax(input, _class_axis(input.shape)), target, weight, size_average, ignore_index,
+                    reduce, reduction)
 
 
-def _check_labels(target, classes):
+def _known_values(tensor):
+    """The tensor's values if they are already computed (a leaf's), else None: checks that
+    PyTorch makes eagerly are made here whenever they cost no computation."""
+    value = tensor._node.value
+    if value is None or isinstance(value, jax.core.Tracer):
+        return None
+    return np.asarray(value)
+
+
+def _check_labels(target, classes, ignore_index):
     """Out-of-range labels raise here, as PyTorch's IndexError, when the labels are already known."""
-    node = target._node
-    if node.value is not None and not isinstance(node.value, jax.core.Tracer) and node.dtype.kind == 1 \
-            and np.size(node.value):
-        values = np.asarray(node.value)
-        bad = values[(values < 0) | (values >= classes)]
+    values = _known_values(target)
+    if values is not None and values.size:
+        bad = values[((values < 0) | (values >= classes)) & (values != ignore_index)]
         if bad.size:
             raise IndexError(f"Target {int(bad[0])} is out of bounds.")

@@ -1,6 +1,8 @@
 """Matrix products with PyTorch's 1-D/2-D/batched rules."""
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 
 from symgrad.ir import matmul_shape
@@ -20,7 +22,12 @@ def _grad_fn(nodes):
     named = {(1, 1): "DotBackward0", (2, 2): "MmBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4"}
     if ranks in named:
         return named[ranks]
-    return "CloneBackward0" if ranks == (2, 3) else "UnsafeViewBackward0"
+    a, b = nodes
+    shape = matmul_shape(a.shape, b.shape)
+    # PyTorch copies a matrix it has to broadcast over batches (CloneBackward0), else reshapes.
+    a_batch = math.prod(a.shape[:-2]) if len(a.shape) >= 2 else None
+    expanded = a_batch == 1 and math.prod(shape[:-2]) > 1
+    return "CloneBackward0" if expanded else "UnsafeViewBackward0"
 
 
 MATMUL = register(Op("matmul", _grad_fn, _infer, lambda p, node, a, b: p.matmul(a, b),
