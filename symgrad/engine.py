@@ -2,8 +2,8 @@
 
 Both entry points walk the graph once into a flat, topologically ordered list and key the
 program by that list (op, attributes, requires_grad and input positions per node; shape and
-dtype per input).  Python floats (a learning rate, a scale) are inputs too, so a schedule that
-changes them does not compile a program per value; integers stay in the program (``x ** 2``).  A key seen before costs a dict lookup and one compiled call: no SymPy, no
+dtype per input).  Python numbers are part of the program (and so of the key): a learning
+rate that changes every step compiles a program per value.  A key seen before costs a dict lookup and one compiled call: no SymPy, no
 XLA.  On a miss the walk is lowered to a Program (each op's SymPy form), differentiated
 symbolically for ``backward``, emitted as JAX source and jitted.
 
@@ -20,7 +20,7 @@ import sympy as sp
 
 import codegen.compile as programs  # a module import: codegen imports symgrad.ir
 from symgrad.autodiff import reverse_mode
-from symgrad.graph import CONST, LEAF, is_zero_fill, leaf
+from symgrad.graph import LEAF, is_zero_fill, leaf
 from symgrad.ir import Program
 
 FREED_MESSAGE = ("Trying to backward through the graph a second time (or directly access saved tensors "
@@ -59,9 +59,6 @@ class Walk:
                     through_grad and node.requires_grad and node.op is not LEAF)):
                 entry((None, node.shape, node.dtype, node.requires_grad))
                 inputs.append(value)
-            elif node.op is CONST and node.attrs[0].__class__ is float and not node.shape:
-                entry((None, (), node.dtype, False))  # a Python float: an input, so its value is not in the key
-                inputs.append(node.attrs[0])
             else:
                 ready = True
                 for i in node.inputs:
@@ -91,8 +88,7 @@ class Walk:
         for position, node in enumerate(self.order):
             entry = self.entries[position]
             if entry[0] is None:
-                hint = (names or {}).get(id(node)) or (
-                    "w" if node.requires_grad and node.op is LEAF else "c" if node.op is CONST else "x")
+                hint = (names or {}).get(id(node)) or ("w" if node.requires_grad and node.op is LEAF else "x")
                 exprs.append(program.input(node.shape, node.dtype.name, hint))
             else:
                 args = [exprs[i] for i in entry[3]]

@@ -13,15 +13,12 @@ import codegen.compile as programs  # a module import: codegen imports symgrad.i
 import codegen.emit as emitter
 from symgrad.autodiff import reverse_mode
 from symgrad.engine import BackwardPlan, Walk
-from symgrad.graph import CONST
 from symgrad.ir import Program
 
 
-def _inline(program: Program, exprs, walk):
-    """Substitute every assignment back into ``exprs``, and Python floats back for their inputs."""
-    env = {sym: sp.Float(node.attrs[0]) for sym, node in zip(program.inputs, (n for i, n in enumerate(walk.order)
-                                                                         if walk.is_input(i)))
-           if node.op is CONST}
+def _inline(program: Program, exprs):
+    """Substitute every assignment back into ``exprs``."""
+    env = {}
     for sym, expr in program.assignments:
         env[sym] = expr.xreplace(env)
     return [sp.sympify(e).xreplace(env) for e in exprs]
@@ -41,7 +38,7 @@ def expression(tensor, names=None) -> sp.Expr:
     walk, position, ids = _walk(tensor._node, names)
     program = Program("expression")
     exprs = walk.lower(program, ids)
-    return _inline(program, [exprs[position]], walk)[0]
+    return _inline(program, [exprs[position]])[0]
 
 
 def gradient(output, wrt, names=None):
@@ -56,7 +53,7 @@ def gradient(output, wrt, names=None):
     program = Program("gradient")
     exprs = walk.lower(program, ids)
     symbols = [exprs[walk.index[t._node]] for t in targets.values()]
-    grads = _inline(program, reverse_mode(program, exprs[position], sp.S.One, symbols), walk)
+    grads = _inline(program, reverse_mode(program, exprs[position], sp.S.One, symbols))
     return dict(zip(targets, grads)) if as_dict else grads
 
 
