@@ -27,6 +27,21 @@ def _agree(name, results):
                                        err_msg=f"{name}: {system} disagrees with {reference_name}")
 
 
+def _sgd_loop(T, x, y, w0, b0, steps: int, lr: float):
+    """The torch-style training loop of W3 and W5 on module ``T`` (symgrad or torch):
+    rebuild, backward, update under no_grad, zero the gradients.  Returns (last loss, w)."""
+    w, b = T.tensor(w0, requires_grad=True), T.tensor(b0, requires_grad=True)
+    for _ in range(steps):
+        loss = T.nn.functional.binary_cross_entropy_with_logits(T.matmul(x, w) + b, y)
+        loss.backward()
+        with T.no_grad():
+            w -= lr * w.grad
+            b -= lr * b.grad
+        w.grad.zero_()
+        b.grad.zero_()
+    return loss, w
+
+
 def _torch_rows(name, torch, step):
     rows = []
     for threads in (2, 1):
@@ -224,17 +239,10 @@ def w3_logreg(steps: int = 100, lr: float = 0.1):
 
     x, y = symgrad.tensor(X), symgrad.tensor(Y)
 
+    W0, B0 = np.zeros(100, np.float32), np.zeros(1, np.float32)
+
     def symgrad_run():
-        w, b = symgrad.zeros(100, requires_grad=True), symgrad.zeros(1, requires_grad=True)
-        for _ in range(steps):
-            loss = SF.binary_cross_entropy_with_logits(x @ w + b, y)
-            loss.backward()
-            with symgrad.no_grad():
-                w -= lr * w.grad
-                b -= lr * b.grad
-            w.grad.zero_()
-            b.grad.zero_()
-        return loss.item()
+        return _sgd_loop(symgrad, x, y, W0, B0, steps, lr)[0].item()
 
     finals["symgrad torch-style"] = symgrad_run()
     rows.append(("W3 logreg (100 steps)", "symgrad torch-style", median_of(symgrad_run)))
@@ -263,16 +271,7 @@ def w3_logreg(steps: int = 100, lr: float = 0.1):
         tx, ty = torch.tensor(X), torch.tensor(Y)
 
         def torch_run():
-            w, b = torch.zeros(100, requires_grad=True), torch.zeros(1, requires_grad=True)
-            for _ in range(steps):
-                loss = torch.nn.functional.binary_cross_entropy_with_logits(tx @ w + b, ty)
-                loss.backward()
-                with torch.no_grad():
-                    w -= lr * w.grad
-                    b -= lr * b.grad
-                w.grad.zero_()
-                b.grad.zero_()
-            return loss.item()
+            return _sgd_loop(torch, tx, ty, W0, B0, steps, lr)[0].item()
 
         finals["torch eager"] = torch_run()
         for threads in (2, 1):
@@ -381,16 +380,7 @@ def w5_loop(iterations: int = 1000, lr: float = 0.1):
     x, y = symgrad.tensor(X), symgrad.tensor(Y)
 
     def symgrad_run():
-        w, b = symgrad.tensor(W0, requires_grad=True), symgrad.tensor(B0, requires_grad=True)
-        for _ in range(iterations):
-            loss = SF.binary_cross_entropy_with_logits(symgrad.matmul(x, w) + b, y)
-            loss.backward()
-            with symgrad.no_grad():
-                w -= lr * w.grad
-                b -= lr * b.grad
-            w.grad.zero_()
-            b.grad.zero_()
-        return np.asarray(ready(w))
+        return np.asarray(ready(_sgd_loop(symgrad, x, y, W0, B0, iterations, lr)[1]))
 
     finals["symgrad torch-style"] = symgrad_run()
     rows.append((name, "symgrad torch-style", median_of(symgrad_run) / iterations))
@@ -417,16 +407,7 @@ def w5_loop(iterations: int = 1000, lr: float = 0.1):
         tx, ty = torch.tensor(X), torch.tensor(Y)
 
         def torch_run():
-            w, b = torch.tensor(W0, requires_grad=True), torch.tensor(B0, requires_grad=True)
-            for _ in range(iterations):
-                loss = torch.nn.functional.binary_cross_entropy_with_logits(torch.matmul(tx, w) + b, ty)
-                loss.backward()
-                with torch.no_grad():
-                    w -= lr * w.grad
-                    b -= lr * b.grad
-                w.grad.zero_()
-                b.grad.zero_()
-            return w.detach().numpy()
+            return _sgd_loop(torch, tx, ty, W0, B0, iterations, lr)[1].detach().numpy()
 
         finals["torch eager"] = torch_run()
         for threads in (2, 1):
