@@ -70,16 +70,29 @@ def compile_program(program: Program) -> CompiledProgram:
 
 
 class ProgramCache:
-    """Structural key -> CompiledProgram."""
+    """Structural key -> compiled program, holding at most ``capacity`` (the oldest go first)."""
 
-    def __init__(self):
+    def __init__(self, capacity: int = 4096):
         self._programs: dict = {}
+        self.capacity = capacity
 
-    def get(self, key, build):
-        """The compiled program for ``key``; ``build()`` makes its Program on a miss."""
+    def find(self, key):
+        """The program for ``key``, or None (a hit is counted)."""
         compiled = self._programs.get(key)
         if compiled is not None:
             stats.hits += 1
+        return compiled
+
+    def put(self, key, compiled):
+        if len(self._programs) >= self.capacity:
+            del self._programs[next(iter(self._programs))]
+        self._programs[key] = compiled
+        return compiled
+
+    def get(self, key, build):
+        """The compiled program for ``key``; ``build()`` makes its Program on a miss."""
+        compiled = self.find(key)
+        if compiled is not None:
             return compiled
         start = time.perf_counter()
         program = build()
@@ -87,8 +100,7 @@ class ProgramCache:
         compiled = compile_program(program)
         stats.compiles += 1
         stats.emitted_nodes.append(program.node_count())
-        self._programs[key] = compiled
-        return compiled
+        return self.put(key, compiled)
 
     def clear(self):
         self._programs.clear()

@@ -2,8 +2,8 @@
 
 Both entry points walk the graph once into a flat, topologically ordered list and key the
 program by that list (op, attributes, requires_grad and input positions per node; shape and
-dtype per input).  Python numbers are part of the program (and so of the key): a learning
-rate that changes every step compiles a program per value.  A key seen before costs a dict lookup and one compiled call: no SymPy, no
+dtype per input).  Python numbers are part of the program (and so of the key) until a structure
+comes back with other float values; then one program takes the floats as inputs (``_compiled``).  A key seen before costs a dict lookup and one compiled call: no SymPy, no
 XLA.  On a miss the walk is lowered to a Program (each op's SymPy form), differentiated
 symbolically for ``backward``, emitted as JAX source and jitted.
 
@@ -20,7 +20,7 @@ import sympy as sp
 
 import codegen.compile as programs  # a module import: codegen imports symgrad.ir
 from symgrad.autodiff import reverse_mode
-from symgrad.graph import LEAF, is_zero_fill, leaf
+from symgrad.graph import CONST, LEAF, is_zero_fill, leaf
 from symgrad.ir import Program
 
 FREED_MESSAGE = ("Trying to backward through the graph a second time (or directly access saved tensors "
@@ -32,10 +32,11 @@ FREED_MESSAGE = ("Trying to backward through the graph a second time (or directl
 class Walk:
     """The nodes a request needs, in topological order, with one key entry per node."""
 
-    __slots__ = ("order", "index", "entries", "inputs")
+    __slots__ = ("order", "index", "entries", "inputs", "floats_as_inputs")
 
     def __init__(self):
         self.order, self.index, self.entries, self.inputs = [], {}, [], []
+        self.floats_as_inputs = False  # lower Python floats as trailing inputs instead of numbers
 
     def add(self, root, through_grad: bool, to_leaves: bool = False) -> int:
         """Add ``root`` and what it needs; returns its position.  Iterative: graphs can be deep.
@@ -84,10 +85,13 @@ class Walk:
 
         ``names`` maps ``id(node)`` to the name its input symbol should have.
         """
-        exprs = []
+        exprs, floats = [], []
         for position, node in enumerate(self.order):
             entry = self.entries[position]
-            if entry[0] is None:
+            if self.floats_as_inputs and _is_float_scalar(node):
+                floats.append(program.input((), node.dtype.name, "c"))
+                exprs.append(floats[-1])
+            elif entry[0] is None:
                 hint = (names or {}).get(id(node)) or ("w" if node.requires_grad and node.op is LEAF else "x")
                 exprs.append(program.input(node.shape, node.dtype.name, hint))
             else:
@@ -100,7 +104,60 @@ class Walk:
                         and not expr.is_Number:
                     expr = program.stop_gradient(expr)  # computed under no_grad, or detached
                 exprs.append(expr)
+        if floats:
+            program.inputs = [s for s in program.inputs if s not in floats] + floats
         return exprs
+
+
+def _is_float_scalar(node) -> bool:
+    return node.op is CONST and not node.shape and node.attrs[0].__class__ is float
+
+
+class _FloatsBound:
+    """A program that takes a structure's Python floats as inputs, bound to one set of values."""
+
+    def __init__(self, compiled, values):
+        self.compiled, self.values = compiled, values
+        self.source, self.program = compiled.source, compiled.program
+
+    def run(self, *inputs):
+        return self.compiled.run(*inputs, *self.values)
+
+
+_float_values: dict = {}  # structure with its floats erased -> the sets of values seen
+
+
+def _compiled(key, walk: Walk, build):
+    """The compiled program for ``key``.
+
+    Python floats are baked into programs (their values are in the key).  When the same
+    structure comes back with other values (a learning-rate schedule), it gets one program
+    taking those floats as inputs, bound to each new set of values without compiling again.
+    """
+    compiled = programs.cache.find(key)
+    if compiled is not None:
+        return compiled
+    positions = [i for i, node in enumerate(walk.order) if _is_float_scalar(node)]
+    if not positions:
+        return programs.cache.get(key, build)
+    floats = set(positions)
+    erased = ("floats as inputs", key[0],
+              tuple(e if i not in floats else (CONST, None) for i, e in enumerate(walk.entries)), key[2:])
+    values = tuple(walk.order[i].attrs[0] for i in positions)
+    generic = programs.cache.find(erased)
+    if generic is None:
+        if len(_float_values) > programs.cache.capacity:
+            _float_values.clear()
+        seen = _float_values.setdefault(erased, set())
+        seen.add(values)
+        if len(seen) < 2:
+            return programs.cache.get(key, build)
+        walk.floats_as_inputs = True
+        try:
+            generic = programs.cache.get(erased, build)
+        finally:
+            walk.floats_as_inputs = False
+    return programs.cache.put(key, _FloatsBound(generic, values))
 
 
 def _without_collection(fn, *args):
@@ -135,7 +192,7 @@ def _realize(nodes) -> None:
     if not wanted:
         return
     key = ("value", tuple(walk.entries), wanted)
-    compiled = programs.cache.get(key, lambda: _value_program(walk, wanted))
+    compiled = _compiled(key, walk, lambda: _value_program(walk, wanted))
     for position, value in zip(wanted, compiled.run(*walk.inputs)):
         _store(walk.order[position], value)
 
@@ -250,7 +307,7 @@ def _backward(tensor, gradient, retain_graph, create_graph, inputs) -> None:
     for node in plan.path:
         if node.freed and node.op.saves:
             raise RuntimeError(FREED_MESSAGE)
-    compiled = programs.cache.get(plan.key, plan.program)
+    compiled = _compiled(plan.key, plan.walk, plan.program)
     outputs = compiled.run(*plan.walk.inputs)
     _store(root, outputs[0])
     walk = plan.walk

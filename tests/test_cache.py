@@ -94,3 +94,33 @@ def test_ten_thousand_steps_hold_steady_memory():
     after = live_nodes()
     assert after <= before + 5, (before, after)
     assert np.isfinite(loss.item())
+
+
+def test_a_learning_rate_schedule_compiles_once_more_not_every_step(torch):
+    """Floats are baked until a structure comes back with other values; then one program takes
+    them as inputs.  30 steps with a new learning rate each compile 3 programs, not 30."""
+    import symgrad
+
+    rng = np.random.default_rng(5)
+    w0, b0 = rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+
+    def train(T):
+        x, y = T.ones(5), T.zeros(3)
+        w, b = T.tensor(w0, requires_grad=True), T.tensor(b0, requires_grad=True)
+        losses = []
+        for step in range(30):
+            lr = 0.5 * 0.9 ** step
+            loss = T.nn.functional.binary_cross_entropy_with_logits(T.matmul(x, w) + b, y)
+            loss.backward()
+            with T.no_grad():
+                w -= lr * w.grad
+                b -= lr * b.grad
+            w.grad.zero_()
+            b.grad.zero_()
+            losses.append(loss.item())
+        return losses
+
+    before = codegen.stats.compiles
+    ours = train(symgrad)
+    assert codegen.stats.compiles - before <= 3
+    np.testing.assert_allclose(ours, train(torch), rtol=1e-5)
