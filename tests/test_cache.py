@@ -7,11 +7,12 @@ import symgrad.nn.functional as F
 from symgrad.ir import Program
 
 
-def _seed_step(x, y, w, b, lr=0.1):
-    z = torch.matmul(x, w) + b
-    loss = F.binary_cross_entropy_with_logits(z, y)
+def _seed_step(x, y, w, b, lr=0.1, T=torch):
+    """One step of the seeds' network trained by hand, on symgrad or (``T``) on PyTorch."""
+    z = T.matmul(x, w) + b
+    loss = T.nn.functional.binary_cross_entropy_with_logits(z, y)
     loss.backward()
-    with torch.no_grad():
+    with T.no_grad():
         w -= lr * w.grad
         b -= lr * b.grad
     w.grad.zero_()
@@ -107,18 +108,7 @@ def test_a_learning_rate_schedule_compiles_once_more_not_every_step(torch):
     def train(T):
         x, y = T.ones(5), T.zeros(3)
         w, b = T.tensor(w0, requires_grad=True), T.tensor(b0, requires_grad=True)
-        losses = []
-        for step in range(30):
-            lr = 0.5 * 0.9 ** step
-            loss = T.nn.functional.binary_cross_entropy_with_logits(T.matmul(x, w) + b, y)
-            loss.backward()
-            with T.no_grad():
-                w -= lr * w.grad
-                b -= lr * b.grad
-            w.grad.zero_()
-            b.grad.zero_()
-            losses.append(loss.item())
-        return losses
+        return [_seed_step(x, y, w, b, 0.5 * 0.9 ** step, T).item() for step in range(30)]
 
     before = codegen.stats.compiles
     ours = train(symgrad)
