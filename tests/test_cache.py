@@ -3,7 +3,6 @@ import numpy as np
 
 import codegen
 import symgrad as torch
-import symgrad.nn.functional as F
 from symgrad.ir import Program
 
 
