@@ -13,7 +13,8 @@ import platform
 from benchmarks import workloads
 
 WORKLOADS = {"W1": workloads.w1_seed, "W2": workloads.w2_mlp, "W3": workloads.w3_logreg,
-             "W4": workloads.w4_chain, "W5": workloads.w5_loop}
+             "W4": workloads.w4_chain, "W5": workloads.w5_loop,
+             "W5b": lambda: workloads.w5_loop(optimizer=True)}
 
 
 def _format(seconds: float) -> str:

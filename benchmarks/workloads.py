@@ -27,10 +27,19 @@ def _agree(name, results):
                                        err_msg=f"{name}: {system} disagrees with {reference_name}")
 
 
-def _sgd_loop(T, x, y, w0, b0, steps: int, lr: float):
+def _sgd_loop(T, x, y, w0, b0, steps: int, lr: float, optimizer: bool = False):
     """The torch-style training loop of W3 and W5 on module ``T`` (symgrad or torch):
-    rebuild, backward, update under no_grad, zero the gradients.  Returns (last loss, w)."""
+    rebuild, backward, update under no_grad, zero the gradients (or ``T.optim.SGD`` does the
+    last two).  Returns (last loss, w)."""
     w, b = T.tensor(w0, requires_grad=True), T.tensor(b0, requires_grad=True)
+    if optimizer:
+        sgd = T.optim.SGD([w, b], lr=lr)
+        for _ in range(steps):
+            sgd.zero_grad()
+            loss = T.nn.functional.binary_cross_entropy_with_logits(T.matmul(x, w) + b, y)
+            loss.backward()
+            sgd.step()
+        return loss, w
     for _ in range(steps):
         loss = T.nn.functional.binary_cross_entropy_with_logits(T.matmul(x, w) + b, y)
         loss.backward()
@@ -370,17 +379,17 @@ def w4_chain(depths=(10, 100, 1000)):
 
 # ------------------------------------------------------------------------------- W5
 
-def w5_loop(iterations: int = 1000, lr: float = 0.1):
+def w5_loop(iterations: int = 1000, lr: float = 0.1, optimizer: bool = False):
     rng = np.random.default_rng(3)
     X, Y = np.ones(5, np.float32), np.zeros(3, np.float32)
     W0, B0 = rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
     finals, rows = {}, []
-    name = f"W5 loop (per iteration, {iterations} iterations)"
+    name = f"W5 loop (per iteration, {iterations} iterations{', torch.optim.SGD' if optimizer else ''})"
 
     x, y = symgrad.tensor(X), symgrad.tensor(Y)
 
     def symgrad_run():
-        return np.asarray(ready(_sgd_loop(symgrad, x, y, W0, B0, iterations, lr)[1]))
+        return np.asarray(ready(_sgd_loop(symgrad, x, y, W0, B0, iterations, lr, optimizer)[1]))
 
     finals["symgrad torch-style"] = symgrad_run()
     rows.append((name, "symgrad torch-style", median_of(symgrad_run) / iterations))
@@ -407,7 +416,7 @@ def w5_loop(iterations: int = 1000, lr: float = 0.1):
         tx, ty = torch.tensor(X), torch.tensor(Y)
 
         def torch_run():
-            return _sgd_loop(torch, tx, ty, W0, B0, iterations, lr)[1].detach().numpy()
+            return _sgd_loop(torch, tx, ty, W0, B0, iterations, lr, optimizer)[1].detach().numpy()
 
         finals["torch eager"] = torch_run()
         for threads in (2, 1):

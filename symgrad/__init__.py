@@ -26,7 +26,7 @@ from symgrad.ops.linalg import dot, matmul, mm  # noqa: E402
 from symgrad.ops.reductions import amax, logsumexp, max, mean, sum  # noqa: E402
 from symgrad.ops.shape import (clone, expand, flatten, permute, reshape, squeeze, t,  # noqa: E402
                                transpose, unsqueeze)
-from symgrad import nn, autograd, symbolic  # noqa: E402
+from symgrad import nn, autograd, optim, symbolic  # noqa: E402
 from symgrad.functional import grad, value_and_grad  # noqa: E402
 from symgrad import check  # noqa: E402
 from symgrad.check import crosscheck, gradcheck, gradgradcheck  # noqa: E402
