@@ -37,6 +37,11 @@ def _assign(self, src):
     return self
 
 
+def _setitem(self, key, value):
+    raise NotImplementedError("indexed assignment (x[i] = v) is not supported yet; build the tensor "
+                              "out of place (for example with torch.where once it exists) instead")
+
+
 METHODS = {
     "__add__": lambda a, b: E.add(a, b),
     "__radd__": lambda a, b: E.add(a, b),
@@ -81,6 +86,8 @@ METHODS = {
     "bool": lambda a: S.to_dtype(a, dtypes.bool_),
     "softmax": F.softmax, "log_softmax": F.log_softmax,
     "cpu": lambda a: a,
+    "__getitem__": S.getitem,
+    "__setitem__": _setitem,
     "T": property(S.matrix_transpose),
     "mT": property(lambda a: S.transpose(a, -2, -1)),
 }

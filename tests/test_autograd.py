@@ -259,3 +259,29 @@ def test_user_warning_free_leaf_grad_access():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert w.grad is None
+
+
+def test_basic_indexing_matches_pytorch(torch):
+    import symgrad
+    values = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 7
+    keys = [0, (slice(None), 1), (0, slice(1, 3)), (Ellipsis, 2), (1, None), (slice(None, None, 2),), (-1, -1, -1)]
+    for key in keys:
+        ours = symgrad.tensor(values, requires_grad=True)
+        theirs = torch.tensor(values, requires_grad=True)
+        o, t = ours[key], theirs[key]
+        assert repr(o) == repr(t), key
+        (o * o).sum().backward()
+        (t * t).sum().backward()
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-6)
+    assert [r.tolist() for r in symgrad.tensor([[1.0, 2.0], [3.0, 4.0]])] == [[1.0, 2.0], [3.0, 4.0]]
+
+
+def test_indexing_second_derivatives_and_bad_indices():
+    x = torch.tensor(np.linspace(-1, 1, 12).reshape(3, 4), dtype=torch.float64, requires_grad=True)
+    assert torch.gradgradcheck(lambda x: torch.tanh(x[1:, ::2]) * x[0, :2], (x,))
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[3]
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        x[::-1]
+    with pytest.raises(NotImplementedError, match="basic indexing"):
+        x[[0, 1]]

@@ -318,6 +318,63 @@ class OneHot(Structural):
         return []
 
 
+def python_index(spec) -> tuple:
+    """An index spec — items (0, i) integer, (1, start, stop, step) slice, (2,) new axis — as a
+    Python index for NumPy, JAX or PyTorch."""
+    items = []
+    for item in spec:
+        kind = int(item[0])
+        if kind == 0:
+            items.append(int(item[1]))
+        elif kind == 1:
+            items.append(slice(*(int(v) for v in item[1:])))
+        else:
+            items.append(None)
+    return tuple(items)
+
+
+def index_shape(shape, spec) -> tuple:
+    out, d = [], 0
+    for item in spec:
+        kind = int(item[0])
+        if kind == 0:
+            d += 1
+        elif kind == 1:
+            out.append(len(range(*(int(v) for v in item[1:]))))
+            d += 1
+        else:
+            out.append(1)
+    return (*out, *shape[d:])
+
+
+class Index(Structural):
+    """Basic indexing (integers, slices with positive steps, new axes); ``args[1]`` is the spec."""
+
+    display = "index"
+
+    def shape(self, shape_of):
+        return index_shape(shape_of(self.args[0]), self.args[1])
+
+    def vjp(self, p, g, out):
+        x, spec = self.args
+        g = p.materialize(g, p.shape_of(out), p.dtype_of(out))
+        return [(x, p.index_add(g, spec, p.shape_of(x)))]
+
+
+class IndexAdd(Structural):
+    """``zeros(shape).at[index].add(g)``: where an index's cotangent goes back to."""
+
+    display = "index_add"
+
+    def shape(self, shape_of):
+        return _ints(self.args[2])
+
+    def vjp(self, p, g, out):
+        source, spec, _ = self.args
+        g = p.materialize(g, p.shape_of(out), p.dtype_of(out))
+        return [(source, p.index(g, spec))]
+
+
 class StopGradient(Structural):
     """The identity whose gradient is zero: a detached value inside a program."""
 
@@ -331,7 +388,7 @@ class StopGradient(Structural):
 
 
 STRUCTURAL_PRIMITIVES = (Matmul, ReduceSum, LogSumExp, ReduceMax, Reshape, BroadcastTo, Permute,
-                         AsType, OneHot, StopGradient)
+                         AsType, OneHot, Index, IndexAdd, StopGradient)
 
 
 # ------------------------------------------------------------------------- shape helpers

@@ -11,8 +11,8 @@ from collections import Counter
 
 import sympy as sp
 
-from symgrad.ir.functions import (AsType, BroadcastTo, LogSumExp, Matmul, OneHot, Permute,
-                                  ReduceMax, ReduceSum, Reshape, StopGradient, Structural,
+from symgrad.ir.functions import (AsType, BroadcastTo, Index, IndexAdd, LogSumExp, Matmul, OneHot,
+                                  Permute, ReduceMax, ReduceSum, Reshape, StopGradient, Structural,
                                   broadcast_shapes, numel, reduced_shape)
 
 
@@ -157,6 +157,12 @@ class Program:
     def one_hot(self, indices, classes: int, dtype: str):
         return self._structural(OneHot, indices, sp.Integer(classes), sp.Symbol(dtype))
 
+    def index(self, x, spec):
+        return self._structural(Index, x, _spec(spec))
+
+    def index_add(self, g, spec, shape):
+        return self._structural(IndexAdd, g, _spec(spec), sp.Tuple(*shape))
+
     def stop_gradient(self, x):
         return self._structural(StopGradient, x)
 
@@ -191,6 +197,10 @@ class Program:
     def node_count(self) -> int:
         """Assignments plus the operation heads inside them: the emitted program's size."""
         return sum(_count_ops(expr) for _, expr in self.assignments)
+
+
+def _spec(spec):
+    return spec if isinstance(spec, sp.Tuple) else sp.Tuple(*(sp.Tuple(*item) for item in spec))
 
 
 def _count_ops(expr) -> int:

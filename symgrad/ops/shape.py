@@ -6,6 +6,7 @@ import math
 import jax.numpy as jnp
 
 from symgrad import dtypes
+from symgrad.ir import index_shape, python_index
 from symgrad.ops.reductions import dim_index, normalize_dims
 from symgrad.ops.registry import Example, Op, register
 from symgrad.tensor import apply
@@ -86,6 +87,63 @@ COPY = register(Op("copy", "CopyBackwards", lambda nodes: (nodes[0].shape, nodes
                    lambda p, node, x: p.assign(x, node.shape, node.dtype.name, "copy", fold=False), saves=False,
                    reference=lambda x: x, torch_fn=lambda t, x: t.zeros(x.shape, dtype=x.dtype).copy_(x),
                    examples=(Example(((3, 4),)),)))
+
+
+def _index_name(nodes, spec):
+    """PyTorch names an indexing by its last step that does something."""
+    shape, d, name = nodes[0].shape, 0, "AliasBackward0"
+    for item in spec:
+        if item[0] == 0:
+            name, d = "SelectBackward0", d + 1
+        elif item[0] == 1:
+            if item[1:] != (0, shape[d], 1):
+                name = "SliceBackward0"
+            d += 1
+        else:
+            name = "UnsqueezeBackward0"
+    return name
+
+
+INDEX = register(Op("index", _index_name, lambda nodes, spec: (index_shape(nodes[0].shape, spec), nodes[0].dtype),
+                    lambda p, node, x: p.index(x, node.attrs[0]), saves=False,
+                    reference=lambda x, spec: x[python_index(spec)],
+                    torch_fn=lambda t, x, spec: x[python_index(spec)],
+                    examples=(Example(((3, 4, 5),), (((0, 1),),)), Example(((3, 4, 5),), (((1, 0, 3, 1), (0, 2)),)),
+                              Example(((3, 4, 5),), (((1, 1, 3, 1),),)), Example(((3, 4, 5),), (((1, 0, 3, 2), (2,)),)),
+                              Example(((3, 4),), (((2,), (1, 0, 3, 1), (1, 0, 4, 1)),)))))
+
+
+def getitem(input, key):
+    """``x[key]`` for integers, slices (positive steps), None and Ellipsis."""
+    key = key if isinstance(key, tuple) else (key,)
+    if any(not (k is None or k is Ellipsis or isinstance(k, (int, slice))) or isinstance(k, bool) for k in key):
+        raise NotImplementedError("symgrad supports basic indexing (integers, slices, None, ...); indexing with "
+                                  "tensors, lists, arrays or masks is not supported yet")
+    shape = tuple(input.shape)
+    consuming = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if consuming > len(shape):
+        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+    if key.count(Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if Ellipsis in key:
+        at = key.index(Ellipsis)
+        key = key[:at] + (slice(None),) * (len(shape) - consuming) + key[at + 1:]
+    spec, d = [], 0
+    for k in key:
+        if k is None:
+            spec.append((2,))
+            continue
+        size = shape[d]
+        if isinstance(k, int):
+            if not -size <= k < size:
+                raise IndexError(f"index {k} is out of bounds for dimension {d} with size {size}")
+            spec.append((0, k % size))
+        else:
+            if k.step is not None and k.step <= 0:
+                raise ValueError("step must be greater than zero")
+            spec.append((1, *k.indices(size)))
+        d += 1
+    return apply(INDEX, input, attrs=(tuple(spec),))
 
 
 def _shape_arg(shape):
