@@ -31,10 +31,6 @@ def _projections(function, seed):
     return [None if not shape else rng.standard_normal(shape) for shape in function.output_shapes]
 
 
-def _scalar(outputs, projections):
-    return sum((o * r).sum() if r is not None else o.sum() for o, r in zip(outputs, projections))
-
-
 def _symgrad(function, arrays, wrt, projections):
     total = {k: np.zeros_like(arrays[k]) for k in wrt}
     for output, r in enumerate(projections):
