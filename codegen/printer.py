@@ -103,6 +103,28 @@ class JaxPrinter(StrPrinter):
         a, b = (self._print(x) for x in expr.args)
         return f"({a} == {b}).astype({a}.dtype)"
 
+    def _comparison(self, expr, symbol):
+        a, b = (self._print(x) for x in expr.args)
+        return f"({a} {symbol} {b})"
+
+    def _print_greater(self, expr):
+        return self._comparison(expr, ">")
+
+    def _print_greater_equal(self, expr):
+        return self._comparison(expr, ">=")
+
+    def _print_less(self, expr):
+        return self._comparison(expr, "<")
+
+    def _print_less_equal(self, expr):
+        return self._comparison(expr, "<=")
+
+    def _print_not_equal(self, expr):
+        return self._comparison(expr, "!=")
+
+    def _print_select(self, expr):
+        return f"jnp.where({', '.join(self._print(a) for a in expr.args)})"
+
     # structural primitives
     def _print_Matmul(self, expr):
         return f"jnp.matmul({self._print(expr.args[0])}, {self._print(expr.args[1])})"

@@ -13,6 +13,8 @@ def draw(domain: str, shape, rng, at_kinks: bool = False) -> np.ndarray:
     """Values for one input: float64 unless the domain is integer labels."""
     if domain == "label":
         return rng.integers(0, LABEL_CLASSES, size=shape)
+    if domain == "bool":
+        return rng.random(size=shape) > 0.5
     if domain == "positive":
         return rng.uniform(0.5, 2.0, size=shape)
     if domain == "nonzero":
@@ -54,6 +56,6 @@ def make_inputs(op, example, rng, at_kinks=False):
 
 
 def symgrad_args(values, dtype=symgrad.float64):
-    return [v if np.isscalar(v) else symgrad.tensor(v, dtype=None if v.dtype.kind == "i" else dtype,
+    return [v if np.isscalar(v) else symgrad.tensor(v, dtype=None if v.dtype.kind in "ib" else dtype,
                                                    requires_grad=v.dtype.kind == "f")
             for v in values]

@@ -1,9 +1,10 @@
 """The intermediate representation shared by the front end, autodiff and codegen."""
 from symgrad.ir.functions import (ELEMENTWISE_FUNCTIONS, STRUCTURAL_PRIMITIVES, Structural,
                                   broadcast_shapes, equal, index_shape, matmul_shape, python_index,
-                                  reduced_shape, relu, sigmoid, softplus, step)
+                                  reduced_shape, relu, select, sigmoid, softplus, step, greater,
+                                  greater_equal, less, less_equal, not_equal)
 from symgrad.ir.program import Program
 
 __all__ = ["Program", "Structural", "ELEMENTWISE_FUNCTIONS", "STRUCTURAL_PRIMITIVES", "broadcast_shapes",
            "matmul_shape", "reduced_shape", "index_shape", "python_index", "sigmoid", "softplus", "relu", "step",
-           "equal"]
+           "equal", "greater", "greater_equal", "less", "less_equal", "not_equal", "select"]

@@ -99,7 +99,55 @@ class equal(_RealFunction):
         return sp.S.Zero
 
 
-ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, step, relu, equal)
+class _Comparison(_RealFunction):
+    """1 where the comparison holds, else 0 (the front end casts to bool); no gradient."""
+
+    nargs = 2
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+
+class greater(_Comparison):
+    numeric = staticmethod(lambda a, b: float(a > b))
+
+
+class greater_equal(_Comparison):
+    numeric = staticmethod(lambda a, b: float(a >= b))
+
+
+class less(_Comparison):
+    numeric = staticmethod(lambda a, b: float(a < b))
+
+
+class less_equal(_Comparison):
+    numeric = staticmethod(lambda a, b: float(a <= b))
+
+
+class not_equal(_Comparison):
+    numeric = staticmethod(lambda a, b: float(a != b))
+
+
+class select(_RealFunction):
+    """``where(condition, a, b)``: the gradient goes to the branch that was taken."""
+
+    nargs = 3
+
+    @staticmethod
+    def numeric(condition, a, b):
+        return a if condition else b
+
+    def fdiff(self, argindex=1):
+        condition = self.args[0]
+        if argindex == 2:
+            return select(condition, sp.S.One, sp.S.Zero)
+        if argindex == 3:
+            return select(condition, sp.S.Zero, sp.S.One)
+        return sp.S.Zero
+
+
+ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, step, relu, equal, greater, greater_equal, less, less_equal,
+                         not_equal, select)
 
 
 # ---------------------------------------------------------------------------- structural

@@ -157,6 +157,46 @@ def minimum(input, other):
     return apply(MINIMUM, input, other)
 
 
+def _infer_comparison(nodes):
+    return infer_elementwise(nodes)[0], dtypes.bool_
+
+
+def _comparison(name, head, torch_name, reference):
+    return register(Op(name, None, _infer_comparison,
+                       lambda p, node, a, b: p.assign(head(a, b), node.shape, "bool", name),
+                       saves=False, reference=reference, torch_fn=lambda t, a, b: getattr(t, torch_name)(a, b),
+                       examples=BINARY[:3] + (Example(((4,), ()), scalars={1: 0}),), elementwise=True))
+
+
+GT = _comparison("gt", ir.greater, "gt", jnp.greater)
+GE = _comparison("ge", ir.greater_equal, "ge", jnp.greater_equal)
+LT = _comparison("lt", ir.less, "lt", jnp.less)
+LE = _comparison("le", ir.less_equal, "le", jnp.less_equal)
+EQ = _comparison("eq", ir.equal, "eq", jnp.equal)
+NE = _comparison("ne", ir.not_equal, "ne", jnp.not_equal)
+
+
+def _infer_where(nodes):
+    condition, a, b = nodes
+    if condition.dtype is not dtypes.bool_:
+        raise ValueError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                         f"{condition.dtype.name.capitalize()}")
+    shape = broadcast_shapes(condition.shape, a.shape, b.shape)
+    return shape, infer_elementwise((a, b))[1]
+
+
+WHERE = register(Op("where", "WhereBackward0", _infer_where,
+                    lambda p, node, c, a, b: p.assign(ir.select(c, a, b), node.shape, node.dtype.name, "where"),
+                    saves=False, reference=jnp.where, torch_fn=lambda t, c, a, b: t.where(c, a, b),
+                    examples=(Example(((3, 4), (3, 4), (3, 4))), Example(((3, 4), (4,), ())),
+                              Example(((2, 1), (1, 3), (2, 3)))),
+                    domain=("bool", "real", "real"), elementwise=True))
+
+
+def where(condition, input, other):
+    return apply(WHERE, condition, input, other)
+
+
 def _unary(op):
     """The public function of a one-input op: ``torch.exp(input)`` and friends."""
 
