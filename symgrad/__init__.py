@@ -21,7 +21,8 @@ from symgrad.creation import (Generator, arange, as_tensor, eye, from_numpy, ful
                               linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
                               randn_like, tensor, zeros, zeros_like)
 from symgrad.ops.elementwise import (abs, add, cos, div, exp, log, maximum, minimum, mul, neg, pow,  # noqa: E402
-                                     relu, sigmoid, sin, sqrt, square, sub, tanh, where)
+                                     relu, sigmoid, sin, sqrt, square, sub, tanh, where, gt, ge, lt, le, eq,
+                                     ne)
 from symgrad.ops.linalg import dot, matmul, mm  # noqa: E402
 from symgrad.ops.reductions import amax, logsumexp, max, mean, sum  # noqa: E402
 from symgrad.ops.shape import (clone, expand, flatten, permute, reshape, squeeze, t,  # noqa: E402
@@ -49,13 +50,3 @@ def numel(input: Tensor) -> int:
 
 
 __version__ = "0.1.0"
-
-
-def _comparison(op):
-    def compare(input, other):
-        return _methods.apply(op, input, other)
-    compare.__name__ = op.name
-    return compare
-
-
-gt, ge, lt, le, eq, ne = (_comparison(getattr(_methods.E, n.upper())) for n in ("gt", "ge", "lt", "le", "eq", "ne"))

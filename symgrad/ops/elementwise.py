@@ -176,6 +176,19 @@ EQ = _comparison("eq", ir.equal, "eq", jnp.equal)
 NE = _comparison("ne", ir.not_equal, "ne", jnp.not_equal)
 
 
+def _binary_function(op):
+    """The public function of a two-input op: ``torch.gt(input, other)`` and friends."""
+
+    def function(input, other):
+        return apply(op, input, other)
+
+    function.__name__ = function.__qualname__ = op.name
+    return function
+
+
+gt, ge, lt, le, eq, ne = (_binary_function(op) for op in (GT, GE, LT, LE, EQ, NE))
+
+
 def _infer_where(nodes):
     condition, a, b = nodes
     if condition.dtype is not dtypes.bool_:
