@@ -19,6 +19,7 @@ import weakref
 import sympy as sp
 
 import codegen.compile as programs  # a module import: codegen imports symgrad.ir
+from symgrad import replay
 from symgrad.autodiff import reverse_mode
 from symgrad.graph import CONST, LEAF, is_zero_fill, leaf
 from symgrad.ir import Program
@@ -194,7 +195,7 @@ def _realize(nodes) -> None:
     key = ("value", tuple(walk.entries), wanted)
     compiled = _compiled(key, walk, lambda: _value_program(walk, wanted))
     for position, value in zip(wanted, compiled.run(*walk.inputs)):
-        _store(walk.order[position], value)
+        walk.order[position].computed(value)
 
 
 def _value_program(walk: Walk, wanted) -> Program:
@@ -206,26 +207,17 @@ def _value_program(walk: Walk, wanted) -> Program:
     return program
 
 
-def _store(node, value) -> None:
-    node.value = value
-    if node.op is LEAF:
-        node.inputs = ()  # a computed leaf forgets how it was computed: chains never grow
-
-
 # ---------------------------------------------------------------------------- backward
 
 
 class BackwardPlan:
     """Everything ``backward`` needs: the walk, the targets and the structural key."""
 
-    def __init__(self, root, gradient, inputs=None):
+    def __init__(self, root, gradient, inputs=None, gradient_path=None):
         self.walk = walk = Walk()
         self.root = walk.add(root, True)
         self.seed = walk.add(gradient, False) if gradient is not None else -1
-        path, targets = _gradient_path(root)
-        if inputs is not None:
-            chosen = {t._node for t in inputs}
-            targets = [t for t in targets if t in chosen]
+        path, targets = gradient_path or _gradient_path(root, inputs)
         self.path = path
         self.main = len(walk.order)
         self.targets = [(walk.index[t], t) for t in targets]
@@ -258,8 +250,9 @@ class BackwardPlan:
         return program
 
 
-def _gradient_path(root):
-    """Non-leaf nodes a gradient flows through, and the nodes whose .grad it fills, in order."""
+def _gradient_path(root, inputs=None):
+    """Non-leaf nodes a gradient flows through, and the nodes whose .grad it fills, in order
+    (only those of the tensors ``inputs``, if given)."""
     seen, path, targets, stack = {root}, [], [], [root]
     while stack:
         node = stack.pop()
@@ -274,6 +267,9 @@ def _gradient_path(root):
             if i.requires_grad and i not in seen:
                 seen.add(i)
                 stack.append(i)
+    if inputs is not None:
+        chosen = {t._node for t in inputs}
+        targets = [t for t in targets if t in chosen]
     return path, targets
 
 
@@ -303,20 +299,33 @@ def _backward(tensor, gradient, retain_graph, create_graph, inputs) -> None:
         gradient_node = None
     else:
         gradient_node = _gradient_node(gradient, root)
-    plan = BackwardPlan(root, gradient_node, inputs)
-    for node in plan.path:
+    path, targets = _gradient_path(root, inputs)
+    for node in path:
         if node.freed and node.op.saves:
             raise RuntimeError(FREED_MESSAGE)
-    compiled = _compiled(plan.key, plan.walk, plan.program)
-    outputs = compiled.run(*plan.walk.inputs)
-    _store(root, outputs[0])
-    walk = plan.walk
-    for position, value in zip(plan.pending, outputs[1:]):
-        _store(walk.order[position], value)
-    for (_, node), owner, value in zip(plan.targets, plan.owners, outputs[1 + len(plan.pending):]):
+    request = replay.request(root, targets) if gradient_node is None else None
+    found = programs.cache.find(request.key) if request is not None else None
+    if found is not None:  # a structure seen before: no walk
+        outputs = found.run(request)
+        pending = [request.pending[i] for i in found.pending]
+        owners = request.owners
+    else:
+        plan = BackwardPlan(root, gradient_node, inputs, (path, targets))
+        compiled = _compiled(plan.key, plan.walk, plan.program)
+        if request is not None:
+            found = replay.replay_of(request, plan, compiled)
+            if found is not None:
+                programs.cache.put(request.key, found)
+        outputs = compiled.run(*plan.walk.inputs)
+        pending = [plan.walk.order[position] for position in plan.pending]
+        owners = plan.owners
+    root.computed(outputs[0])
+    for node, value in zip(pending, outputs[1:]):
+        node.computed(value)
+    for node, owner, value in zip(targets, owners, outputs[1 + len(pending):]):
         _accumulate(owner, value, node.dtype)
     if not retain_graph:
-        for node in plan.path:
+        for node in path:
             node.freed = True
 
 

@@ -12,28 +12,55 @@ from __future__ import annotations
 
 import sympy as sp
 
-from symgrad import dtypes
+from symgrad import dtypes, kinds
 from symgrad.ops.registry import Op
 
 
 class Node:
     __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "requires_grad", "value", "owner",
-                 "freed", "grad_fn_object", "retains_grad", "__weakref__")
+                 "freed", "grad_fn_object", "retains_grad", "kind", "args", "pending", "__weakref__")
 
     def __init__(self, op: Op, inputs: tuple, attrs: tuple, shape: tuple, dtype, requires_grad: bool,
-                 value=None):
+                 value=None, kind=False, args=None, pending=None):
+        """``kind``, ``args`` and ``pending`` (see symgrad.kinds) are worked out here unless the
+        caller (``apply``, which looks the kind up first) passes them."""
         self.op, self.inputs, self.attrs, self.shape, self.dtype = op, inputs, attrs, shape, dtype
         self.requires_grad, self.value = requires_grad, value
         self.owner = self.grad_fn_object = None  # owner: weakref to the Tensor whose .grad this feeds
         self.freed = self.retains_grad = False
+        if kind is False:
+            kind, args, pending = _describe(self)
+        self.kind, self.args, self.pending = kind, args, pending
+
+    def computed(self, value) -> None:
+        """Take the value a program computed; a leaf then forgets how (chains never grow) and
+        becomes an argument of whatever uses it next."""
+        self.value = value
+        if self.op is LEAF:
+            self.inputs = ()
+            self.kind, self.args, self.pending = kinds.array(self.shape, self.dtype, self.requires_grad), None, ()
 
     @property
     def is_leaf(self) -> bool:
         return self.op is LEAF or not self.requires_grad
 
-    @property
-    def pending(self) -> bool:
-        return self.value is None
+
+def _describe(node: Node):
+    """(kind, args, pending) of a node made directly rather than by ``apply``."""
+    if node.op is LEAF:
+        if node.value is not None:
+            return kinds.array(node.shape, node.dtype, node.requires_grad), None, ()
+        # pending: computed from its source inside the next program
+        key, args, pending = kinds.combine(LEAF, node.inputs, (), node.requires_grad)
+        if key is None or len(pending) >= kinds.MAX_ARGS:
+            return None, None, None
+        return kinds.known(key) or kinds.intern(key, node.shape, node.dtype, node.requires_grad), args, pending
+    if node.op is CONST:
+        return kinds.constant(node.attrs[0], node.shape, node.dtype), (), ()
+    key, args, pending = kinds.combine(node.op, node.inputs, node.attrs, ("requires_grad", node.requires_grad))
+    if key is None:
+        return None, None, None
+    return kinds.known(key) or kinds.intern(key, node.shape, node.dtype, node.requires_grad), args, pending
 
 
 def _no_infer(nodes, *attrs):

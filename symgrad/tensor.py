@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from symgrad import dtypes
+from symgrad import dtypes, kinds
 from symgrad.formatting import format_tensor
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled
@@ -246,6 +246,11 @@ def _describe(nodes) -> str:
 def apply(op, *args, attrs: tuple = ()) -> Tensor:
     """Record ``op`` on ``args`` (tensors or numbers): check shapes now, compute later."""
     nodes = tuple([a._node if a.__class__ is Tensor else as_node(a) for a in args])
+    key, arguments, pending = kinds.combine(op, nodes, attrs, _grad_state.enabled)
+    kind = kinds.known(key) if key is not None else None
+    if kind is not None:  # recorded before: shape, dtype and requires_grad are known
+        return Tensor(Node(op, nodes, attrs, kind.shape, kind.dtype, kind.requires_grad, None,
+                           kind, arguments, pending))
     try:
         shape, dtype = op.infer(nodes, *attrs)
     except ValueError as error:
@@ -255,7 +260,9 @@ def apply(op, *args, attrs: tuple = ()) -> Tensor:
         if n.requires_grad:
             requires_grad = _grad_state.enabled and dtype.kind == 2  # integer results carry no gradient
             break
-    return Tensor(Node(op, nodes, attrs, shape, dtype, requires_grad))
+    if key is not None:
+        kind = kinds.intern(key, shape, dtype, requires_grad)
+    return Tensor(Node(op, nodes, attrs, shape, dtype, requires_grad, None, kind, arguments, pending))
 
 
 def _write_values(tensor: Tensor, values: Node) -> None:

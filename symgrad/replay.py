@@ -1,0 +1,91 @@
+"""``backward`` without walking the graph: the compiled program found from the root's kind.
+
+A training loop records the same structure every step.  The root's kind (symgrad.kinds) says
+which structure; with the pattern in which its arguments repeat, which of them receive
+gradients and which add to an existing ``.grad``, it keys the compiled program directly.  The
+first time, ``backward`` walks the graph as usual (``engine.BackwardPlan``) and ``replay_of``
+works out which argument feeds each program input and which pending leaf each output fills.
+"""
+from __future__ import annotations
+
+from symgrad.graph import LEAF, is_zero_fill
+from symgrad.kinds import as_input
+
+
+class Request:
+    """One backward, described by kinds: the key, the arrays in order, the leaves to fill."""
+
+    __slots__ = ("key", "sources", "pending", "owners")
+
+    def __init__(self, key, sources, pending, owners):
+        self.key, self.sources, self.pending, self.owners = key, sources, pending, owners
+
+
+def request(root, targets):
+    """The Request for ``backward`` from ``root`` into ``targets`` (leaves), or None when the
+    graph is one that only a walk describes (no kind, a retained non-leaf)."""
+    if root.kind is None:
+        return None
+    owners, accumulate, existing = [], [], []
+    for target in targets:
+        if target.op is not LEAF:
+            return None
+        owner = target.owner()
+        grad = owner._grad
+        if grad is None or is_zero_fill(grad._node):
+            accumulate.append(False)
+        elif grad._node.value is not None:
+            accumulate.append(True)
+            existing.append(grad._node)
+        else:
+            return None
+        owners.append(owner)
+    first: dict = {}
+    args, root_pending = as_input(root)
+    pattern = tuple([first.setdefault(n, len(first)) for n in args + tuple(existing)])
+    pending: dict = {}
+    pending_pattern = tuple([pending.setdefault(n, len(pending)) for n in root_pending])
+    positions = []
+    for target in targets:  # an argument, or a leaf computed in the program (an updated parameter)
+        position, computed = first.get(target), pending.get(target)
+        if (position is None) == (computed is None):
+            return None  # both: a pending leaf computed between two uses
+        positions.append(position if computed is None else -1 - computed)
+    key = ("replay", root.kind, pattern, pending_pattern, tuple(positions), tuple(accumulate))
+    return Request(key, tuple(first), tuple(pending), owners)
+
+
+class Replay:
+    """A compiled backward program with the sources of its inputs and the leaves its outputs fill."""
+
+    __slots__ = ("compiled", "inputs", "pending")
+
+    def __init__(self, compiled, inputs, pending):
+        self.compiled, self.inputs, self.pending = compiled, inputs, pending
+
+    def run(self, request):
+        sources = request.sources
+        return self.compiled.run(*[sources[i].value for i in self.inputs])
+
+
+def replay_of(request, plan, compiled):
+    """The Replay of ``compiled``, built by walking for ``request``; None when the walk saw
+    the graph otherwise than its kinds do (a value computed after it was used)."""
+    if any(node.value is not None for node in request.pending):
+        return None
+    walk = plan.walk
+    where = {node: i for i, node in enumerate(request.sources)}
+    inputs = []
+    for position, node in enumerate(walk.order):
+        if walk.is_input(position):
+            source = where.get(node)
+            if source is None:
+                return None
+            inputs.append(source)
+    if len(set(inputs)) != len(request.sources):
+        return None
+    where = {node: i for i, node in enumerate(request.pending)}
+    pending = tuple(where.get(walk.order[position]) for position in plan.pending)
+    if None in pending or len(set(pending)) != len(request.pending):
+        return None
+    return Replay(compiled, tuple(inputs), pending)
