@@ -19,9 +19,9 @@ import weakref
 import sympy as sp
 
 import codegen.compile as programs  # a module import: codegen imports symgrad.ir
-from symgrad import replay
+from symgrad import kinds, replay
 from symgrad.autodiff import reverse_mode
-from symgrad.graph import CONST, LEAF, is_zero_fill, leaf
+from symgrad.graph import CONST, LEAF, Node, is_zero_fill
 from symgrad.ir import Program
 
 FREED_MESSAGE = ("Trying to backward through the graph a second time (or directly access saved tensors "
@@ -275,11 +275,13 @@ def _gradient_path(root, inputs=None):
 
 def backward(tensor, gradient=None, retain_graph=False, create_graph=False, inputs=None) -> None:
     """``tensor.backward``; ``inputs`` may name non-leaf tensors, whose .grad is then filled."""
-    borrowed = [t for t in inputs or () if not t._node.is_leaf and not t._node.retains_grad]
+    if not inputs:
+        return _backward(tensor, gradient, retain_graph, create_graph, None)
+    borrowed = [t for t in inputs if not t._node.is_leaf and not t._node.retains_grad]
     for t in borrowed:
         t._node.retains_grad, t._node.owner = True, weakref.ref(t)
     try:
-        _without_collection(_backward, tensor, gradient, retain_graph, create_graph, inputs)
+        _backward(tensor, gradient, retain_graph, create_graph, inputs)
     finally:
         for t in borrowed:
             t._node.retains_grad, t._node.owner = False, None
@@ -310,8 +312,7 @@ def _backward(tensor, gradient, retain_graph, create_graph, inputs) -> None:
         pending = [request.pending[i] for i in found.pending]
         owners = request.owners
     else:
-        plan = BackwardPlan(root, gradient_node, inputs, (path, targets))
-        compiled = _compiled(plan.key, plan.walk, plan.program)
+        plan, compiled = _without_collection(_planned, root, gradient_node, inputs, (path, targets))
         if request is not None:
             found = replay.replay_of(request, plan, compiled)
             if found is not None:
@@ -323,18 +324,26 @@ def _backward(tensor, gradient, retain_graph, create_graph, inputs) -> None:
     for node, value in zip(pending, outputs[1:]):
         node.computed(value)
     for node, owner, value in zip(targets, owners, outputs[1 + len(pending):]):
-        _accumulate(owner, value, node.dtype)
+        _accumulate(owner, value, node)
     if not retain_graph:
         for node in path:
             node.freed = True
 
 
-def _accumulate(owner, value, dtype) -> None:
+def _planned(root, gradient_node, inputs, gradient_path):
+    """The walk of a backward and its compiled program (a miss builds it)."""
+    plan = BackwardPlan(root, gradient_node, inputs, gradient_path)
+    return plan, _compiled(plan.key, plan.walk, plan.program)
+
+
+def _accumulate(owner, value, node) -> None:
+    """``owner.grad`` becomes ``value`` (the program already added any previous gradient)."""
     from symgrad.tensor import Tensor
+    grad = Node(LEAF, (), (), node.shape, node.dtype, False, value, kinds.array(node.shape, node.dtype, False), None, ())
     if owner._grad is None:
-        owner._grad = Tensor(leaf(value, dtype))
+        owner._grad = Tensor(grad)
     else:
-        owner._grad._rebind(leaf(value, dtype))
+        owner._grad._rebind(grad)
 
 
 def _gradient_node(gradient, root):

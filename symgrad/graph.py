@@ -10,6 +10,8 @@ the node it is computed from (its single input), evaluated lazily and then dropp
 """
 from __future__ import annotations
 
+import math
+
 import sympy as sp
 
 from symgrad import dtypes, kinds
@@ -51,16 +53,84 @@ def _describe(node: Node):
         if node.value is not None:
             return kinds.array(node.shape, node.dtype, node.requires_grad), None, ()
         # pending: computed from its source inside the next program
-        key, args, pending = kinds.combine(LEAF, node.inputs, (), node.requires_grad)
+        key, args, pending = combine(LEAF, node.inputs, (), node.requires_grad)
         if key is None or len(pending) >= kinds.MAX_ARGS:
             return None, None, None
         return kinds.known(key) or kinds.intern(key, node.shape, node.dtype, node.requires_grad), args, pending
     if node.op is CONST:
         return kinds.constant(node.attrs[0], node.shape, node.dtype), (), ()
-    key, args, pending = kinds.combine(node.op, node.inputs, node.attrs, ("requires_grad", node.requires_grad))
+    key, args, pending = combine(node.op, node.inputs, node.attrs, ("requires_grad", node.requires_grad))
     if key is None:
         return None, None, None
     return kinds.known(key) or kinds.intern(key, node.shape, node.dtype, node.requires_grad), args, pending
+
+
+# ----------------------------------------------------------------- kinds of nodes
+#
+# A node's ``args`` are the leaves with values it depends on, in order, and ``pending`` the
+# leaves inside it whose values are still to be computed (updated in place under no_grad).
+# Inputs that share their argument tuple (``sin(h) * h``) share it in the result instead of
+# repeating it, so a chain over one array keeps one argument.  A node with more than
+# ``kinds.MAX_ARGS`` of either (a graph that reuses values exponentially often) has no kind,
+# and neither has anything computed from it: ``backward`` then walks the graph.
+
+def as_input(node):
+    """The (args, pending) a node brings to what uses it.
+
+    A leaf holding an array is its own argument, and a pending leaf is one of its own pending
+    leaves; nodes do not store themselves (no reference cycles: graphs are freed by counting).
+    """
+    args = node.args
+    if args is None:
+        return (node,), ()
+    if node.value is None and node.op is LEAF:
+        return args, node.pending + (node,)
+    return args, node.pending
+
+
+def combine(op, nodes, attrs, mode):
+    """(key, args, pending) of ``op`` on ``nodes``; the key is None when there is no kind.
+
+    ``mode`` is whatever else decides the result (grad mode, or an explicit requires_grad).
+    """
+    if len(nodes) == 1:
+        (a,) = nodes
+        if a.kind is None:
+            return None, None, None
+        return ((op, attrs, mode, a.kind), *as_input(a))
+    if len(nodes) == 2:
+        a, b = nodes
+        if a.kind is None or b.kind is None:
+            return None, None, None
+        if a is b:
+            args, pending = as_input(a)
+            return (op, attrs, mode, a.kind, a.kind, True, True), args, pending
+        a_args, a_pending = as_input(a)
+        b_args, b_pending = as_input(b)
+        shared_args, shared_pending = a_args is b_args, a_pending is b_pending
+        args = a_args if shared_args or not b_args else a_args + b_args
+        pending = a_pending if shared_pending or not b_pending else a_pending + b_pending
+        if len(args) > kinds.MAX_ARGS or len(pending) > kinds.MAX_ARGS:
+            return None, None, None
+        return (op, attrs, mode, a.kind, b.kind, shared_args, shared_pending), args, pending
+    return _combine_many(op, nodes, attrs, mode)
+
+
+def _combine_many(op, nodes, attrs, mode):
+    args, pending, layout, seen = (), (), [], []
+    for i, n in enumerate(nodes):
+        if n.kind is None:
+            return None, None, None
+        n_args, n_pending = as_input(n)
+        same_args = next((j for j, (a, _) in enumerate(seen) if a is n_args), -1)
+        same_pending = next((j for j, (_, p) in enumerate(seen) if p is n_pending), -1)
+        seen.append((n_args, n_pending))
+        args = args if same_args >= 0 else args + n_args
+        pending = pending if same_pending >= 0 else pending + n_pending
+        layout.append((n.kind, same_args, same_pending))
+    if len(args) > kinds.MAX_ARGS or len(pending) > kinds.MAX_ARGS:
+        return None, None, None
+    return (op, attrs, mode, tuple(layout)), args, pending
 
 
 def _no_infer(nodes, *attrs):
@@ -87,17 +157,41 @@ def leaf(value, dtype, requires_grad: bool = False) -> Node:
 
 
 def lazy_leaf(source: Node, requires_grad: bool = False) -> Node:
-    """A leaf whose value is ``source``'s, computed when first needed; gradients stop here."""
+    """A leaf whose value is ``source``'s, computed when first needed; gradients stop here.
+
+    Leaves filled with a constant are shared while pending (``grad.zero_()`` every step
+    records nothing new): a node never changes except to receive its value.
+    """
     if source.value is not None:
         return Node(LEAF, (), (), source.shape, source.dtype, requires_grad, source.value)
+    if source.op is CONST and not requires_grad:
+        node = _filled.get(source)
+        if node is None or node.value is not None:
+            node = Node(LEAF, (source,), (), source.shape, source.dtype, False)
+            if len(_filled) < 4096:
+                _filled[source] = node
+        return node
     return Node(LEAF, (source,), (), source.shape, source.dtype, requires_grad)
 
 
+_filled: dict = {}  # constant node -> the pending leaf filled with it
+_constants: dict = {}
+
+
 def constant(value, shape=(), dtype=None) -> Node:
-    """A Python number (shape ``()``) or an array filled with it; baked into programs."""
+    """A Python number (shape ``()``) or an array filled with it; baked into programs.
+
+    Shared (up to a bound) per value, sign of zero, shape and dtype; NaNs are never equal, so new.
+    """
     dtype = dtype or dtypes.default_for(value)
     value = bool(value) if dtype is dtypes.bool_ else int(value) if dtype.kind == 1 else float(value)
-    return Node(CONST, (), (value,), tuple(shape), dtype, False)
+    key = (value, math.copysign(1.0, value) if value.__class__ is float else 0, tuple(shape), dtype)
+    node = _constants.get(key)
+    if node is None:
+        node = Node(CONST, (), (value,), key[2], dtype, False)
+        if value == value and len(_constants) < 4096:
+            _constants[key] = node
+    return node
 
 
 _scalars: dict = {}

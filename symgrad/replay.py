@@ -8,8 +8,7 @@ works out which argument feeds each program input and which pending leaf each ou
 """
 from __future__ import annotations
 
-from symgrad.graph import LEAF, is_zero_fill
-from symgrad.kinds import as_input
+from symgrad.graph import LEAF, as_input, is_zero_fill
 
 
 class Request:
@@ -26,33 +25,43 @@ def request(root, targets):
     graph is one that only a walk describes (no kind, a retained non-leaf)."""
     if root.kind is None:
         return None
-    owners, accumulate, existing = [], [], []
+    owners, accumulate, existing = [], [], ()
     for target in targets:
         if target.op is not LEAF:
             return None
         owner = target.owner()
         grad = owner._grad
-        if grad is None or is_zero_fill(grad._node):
+        if grad is None:
             accumulate.append(False)
         elif grad._node.value is not None:
             accumulate.append(True)
-            existing.append(grad._node)
+            existing += (grad._node,)
+        elif is_zero_fill(grad._node):
+            accumulate.append(False)
         else:
             return None
         owners.append(owner)
-    first: dict = {}
-    args, root_pending = as_input(root)
-    pattern = tuple([first.setdefault(n, len(first)) for n in args + tuple(existing)])
-    pending: dict = {}
-    pending_pattern = tuple([pending.setdefault(n, len(pending)) for n in root_pending])
+    args, pending = as_input(root)
+    sources, args_pattern = _numbered(args + existing)
+    pending, pending_pattern = _numbered(pending)
     positions = []
     for target in targets:  # an argument, or a leaf computed in the program (an updated parameter)
-        position, computed = first.get(target), pending.get(target)
+        position, computed = sources.get(target), pending.get(target)
         if (position is None) == (computed is None):
             return None  # both: a pending leaf computed between two uses
         positions.append(position if computed is None else -1 - computed)
-    key = ("replay", root.kind, pattern, pending_pattern, tuple(positions), tuple(accumulate))
-    return Request(key, tuple(first), tuple(pending), owners)
+    key = ("replay", root.kind, args_pattern, pending_pattern, tuple(positions), tuple(accumulate))
+    return Request(key, tuple(sources), tuple(pending), owners)
+
+
+def _numbered(nodes):
+    """Each distinct node's number (in order of first appearance), and the pattern in which
+    they repeat (just their count when none does)."""
+    numbers = dict(zip(nodes, range(len(nodes))))
+    if len(numbers) == len(nodes):
+        return numbers, len(nodes)
+    numbers = {}
+    return numbers, tuple([numbers.setdefault(n, len(numbers)) for n in nodes])
 
 
 class Replay:

@@ -16,7 +16,7 @@ from symgrad import dtypes, kinds
 from symgrad.formatting import format_tensor
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled
-from symgrad.graph import LEAF, Node, constant, grad_fn_of, lazy_leaf, scalar
+from symgrad.graph import LEAF, Node, combine, constant, grad_fn_of, lazy_leaf, scalar
 
 
 class Tensor:
@@ -245,12 +245,21 @@ def _describe(nodes) -> str:
 
 def apply(op, *args, attrs: tuple = ()) -> Tensor:
     """Record ``op`` on ``args`` (tensors or numbers): check shapes now, compute later."""
-    nodes = tuple([a._node if a.__class__ is Tensor else as_node(a) for a in args])
-    key, arguments, pending = kinds.combine(op, nodes, attrs, _grad_state.enabled)
+    if len(args) == 2:  # most ops: spelled out, as this runs for every op recorded
+        a, b = args
+        nodes = (a._node if a.__class__ is Tensor else as_node(a), b._node if b.__class__ is Tensor else as_node(b))
+    else:
+        nodes = tuple([a._node if a.__class__ is Tensor else as_node(a) for a in args])
+    return Tensor(record(op, nodes, attrs))
+
+
+def record(op, nodes: tuple, attrs: tuple = ()) -> Node:
+    """The node of ``op`` on ``nodes``.  A kind recorded before knows the result's shape, dtype
+    and requires_grad; a new one runs the op's shape and dtype rule (raising at the user's line)."""
+    key, arguments, pending = combine(op, nodes, attrs, _grad_state.enabled)
     kind = kinds.known(key) if key is not None else None
-    if kind is not None:  # recorded before: shape, dtype and requires_grad are known
-        return Tensor(Node(op, nodes, attrs, kind.shape, kind.dtype, kind.requires_grad, None,
-                           kind, arguments, pending))
+    if kind is not None:
+        return Node(op, nodes, attrs, kind.shape, kind.dtype, kind.requires_grad, None, kind, arguments, pending)
     try:
         shape, dtype = op.infer(nodes, *attrs)
     except ValueError as error:
@@ -262,7 +271,7 @@ def apply(op, *args, attrs: tuple = ()) -> Tensor:
             break
     if key is not None:
         kind = kinds.intern(key, shape, dtype, requires_grad)
-    return Tensor(Node(op, nodes, attrs, shape, dtype, requires_grad, None, kind, arguments, pending))
+    return Node(op, nodes, attrs, shape, dtype, requires_grad, None, kind, arguments, pending)
 
 
 def _write_values(tensor: Tensor, values: Node) -> None:
@@ -280,11 +289,11 @@ def _write_values(tensor: Tensor, values: Node) -> None:
 def apply_inplace(tensor: Tensor, op, *args, attrs: tuple = ()) -> Tensor:
     """``tensor op= other``: record out of place, then move ``tensor`` to the result."""
     node = tensor._node
-    if is_grad_enabled() and node.requires_grad and node.op is LEAF:
+    if node.requires_grad and node.op is LEAF and _grad_state.enabled:
         raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation "
                            f"({op.name}_ on shape {tuple(node.shape)}, {node.dtype}); wrap it in "
                            f"torch.no_grad() to update it without recording.")
-    result = apply(op, tensor, *args, attrs=attrs)._node
+    result = record(op, (node, *[a._node if a.__class__ is Tensor else as_node(a) for a in args]), attrs)
     if result.dtype is not node.dtype:
         if result.dtype.kind > node.dtype.kind:
             raise RuntimeError(f"result type {result.dtype} can't be cast to the desired output type "

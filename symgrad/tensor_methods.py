@@ -43,13 +43,13 @@ def _setitem(self, key, value):
 
 
 METHODS = {
-    "__add__": lambda a, b: E.add(a, b),
-    "__radd__": lambda a, b: E.add(a, b),
-    "__sub__": lambda a, b: E.sub(a, b),
+    "__add__": lambda a, b: apply(E.ADD, a, b),
+    "__radd__": lambda a, b: apply(E.ADD, a, b),
+    "__sub__": lambda a, b: apply(E.SUB, a, b),
     "__rsub__": lambda a, b: apply(E.RSUB, a, b),
-    "__mul__": lambda a, b: E.mul(a, b),
-    "__rmul__": lambda a, b: E.mul(a, b),
-    "__truediv__": lambda a, b: E.div(a, b),
+    "__mul__": lambda a, b: apply(E.MUL, a, b),
+    "__rmul__": lambda a, b: apply(E.MUL, a, b),
+    "__truediv__": lambda a, b: apply(E.DIV, a, b),
     "__rtruediv__": lambda a, b: apply(E.RDIV, a, b),
     "__pow__": lambda a, b: E.pow(a, b),
     "__rpow__": lambda a, b: E.pow(b, a),
