@@ -338,10 +338,9 @@ def _planned(root, gradient_node, inputs, gradient_path):
 
 def _accumulate(owner, value, node) -> None:
     """``owner.grad`` becomes ``value`` (the program already added any previous gradient)."""
-    from symgrad.tensor import Tensor
     grad = Node(LEAF, (), (), node.shape, node.dtype, False, value, kinds.array(node.shape, node.dtype, False), None, ())
     if owner._grad is None:
-        owner._grad = Tensor(grad)
+        owner._grad = owner.__class__(grad)
     else:
         owner._grad._rebind(grad)
 

@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from symgrad import dtypes, kinds
+from symgrad import dtypes, engine, kinds
 from symgrad.formatting import format_tensor
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled
@@ -110,8 +110,7 @@ class Tensor:
         _write_values(self, lazy_leaf(value._node))
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        from symgrad.engine import backward
-        backward(self, gradient, retain_graph=bool(retain_graph), create_graph=create_graph, inputs=inputs)
+        engine.backward(self, gradient, bool(retain_graph), create_graph, inputs)
 
     # ------------------------------------------------------------------- shape & type
 
@@ -154,8 +153,7 @@ class Tensor:
     def _value(self):
         node = self._node
         if node.value is None:
-            from symgrad.engine import realize
-            realize([node])
+            engine.realize([node])
         return node.value
 
     def numpy(self) -> np.ndarray:
