@@ -34,7 +34,10 @@ def _value(program: Program, expr, shape, dtype) -> str:
         value = expr if expr.is_Number else sp.Float(expr.evalf())
         return f"jnp.full({tuple(shape)!r}, {to_jax(value)}, dtype={DTYPES[dtype]})"
     text = to_jax(expr)
-    if not isinstance(expr, (sp.Symbol, Structural)):
+    if isinstance(expr, sp.Symbol):
+        if program.dtypes[expr] != dtype:  # a gradient that is an integer input, say
+            text = f"jnp.asarray({text}, dtype={DTYPES[dtype]})"
+    elif not isinstance(expr, Structural):
         if dtype == "bool" or any(program.dtypes[s] != dtype for s in expr.free_symbols):
             text = f"jnp.asarray({text}, dtype={DTYPES[dtype]})"
     if program.shape_of(expr) != tuple(shape):

@@ -16,12 +16,13 @@ from __future__ import annotations
 import gc
 import weakref
 
+import jax.numpy as jnp
 import sympy as sp
 
 import codegen.compile as programs  # a module import: codegen imports symgrad.ir
 from symgrad import kinds, replay
 from symgrad.autodiff import reverse_mode
-from symgrad.graph import CONST, LEAF, Node, is_zero_fill
+from symgrad.graph import CONST, LEAF, Node, is_zero_fill, owners_of
 from symgrad.ir import Program
 
 FREED_MESSAGE = ("Trying to backward through the graph a second time (or directly access saved tensors "
@@ -69,7 +70,10 @@ class Walk:
                         ready = False
                 if not ready:
                     continue
-                entry((node.op, node.attrs, node.requires_grad, tuple([index[i] for i in node.inputs])))
+                if node.inputs:
+                    entry((node.op, node.attrs, node.requires_grad, tuple([index[i] for i in node.inputs])))
+                else:  # a constant: its kind tells 1 from 1.0, True and -0.0, and its shape and dtype
+                    entry((node.op, node.kind))
             pop()
             index[node] = len(order)
             order.append(node)
@@ -96,7 +100,7 @@ class Walk:
                 hint = (names or {}).get(id(node)) or ("w" if node.requires_grad and node.op is LEAF else "x")
                 exprs.append(program.input(node.shape, node.dtype.name, hint))
             else:
-                args = [exprs[i] for i in entry[3]]
+                args = [exprs[i] for i in entry[3]] if node.inputs else []
                 if not node.op.elementwise:  # a folded constant standing for an array becomes one
                     args = [program.assign(a, i.shape, i.dtype.name, "full", fold=False)
                             if a.is_Number and i.shape else a for a, i in zip(args, node.inputs)]
@@ -118,8 +122,11 @@ class _FloatsBound:
     """A program that takes a structure's Python floats as inputs, bound to one set of values."""
 
     def __init__(self, compiled, values):
-        self.compiled, self.values = compiled, values
-        self.source, self.program = compiled.source, compiled.program
+        program = compiled.program
+        names = [program.dtypes[s] for s in program.inputs[len(program.inputs) - len(values):]]
+        self.compiled = compiled
+        self.values = tuple(jnp.asarray(v, dtype=name) for v, name in zip(values, names))  # not weak float64s
+        self.source, self.program = compiled.source, program
 
     def run(self, *inputs):
         return self.compiled.run(*inputs, *self.values)
@@ -221,13 +228,13 @@ class BackwardPlan:
         self.path = path
         self.main = len(walk.order)
         self.targets = [(walk.index[t], t) for t in targets]
-        self.owners = [t.owner() for _, t in self.targets]
+        self.owners, self.owned, self.groups = owners_of(targets)
         existing = [owner._grad for owner in self.owners]
         self.accumulate = tuple(-1 if g is None or is_zero_fill(g._node) else walk.add(g._node, False)
                                 for g in existing)
         self.pending = walk.pending_leaves(self.main)
         self.key = ("grad", tuple(walk.entries), self.root, self.seed, self.main,
-                    tuple(p for p, _ in self.targets), self.accumulate)
+                    tuple(p for p, _ in self.targets), self.groups, self.accumulate)
 
     def program(self, names=None) -> Program:
         """The forward-and-backward Program; ``names`` maps ``id(node)`` to an input's name."""
@@ -242,9 +249,12 @@ class BackwardPlan:
         for position in self.pending:
             node = walk.order[position]
             program.output(exprs[position], node.shape, node.dtype.name, f"new value of {exprs[position]}")
-        for (position, node), grad, previous in zip(self.targets, grads, self.accumulate):
-            total = grad + exprs[previous] if previous >= 0 else grad
-            label = names.get(id(node), exprs[position])
+        totals = [sp.S.Zero] * len(self.owners)
+        for grad, group in zip(grads, self.groups):
+            totals[group] += grad
+        for node, total, previous in zip(self.owned, totals, self.accumulate):
+            total = total + exprs[previous] if previous >= 0 else total
+            label = names.get(id(node), exprs[walk.index[node]])
             program.output(total, node.shape, node.dtype.name,
                            f"{label}.grad" + (" (accumulated)" if previous >= 0 else ""))
         return program
@@ -310,7 +320,7 @@ def _backward(tensor, gradient, retain_graph, create_graph, inputs) -> None:
     if found is not None:  # a structure seen before: no walk
         outputs = found.run(request)
         pending = [request.pending[i] for i in found.pending]
-        owners = request.owners
+        owners, owned = request.owners, request.owned
     else:
         plan, compiled = _without_collection(_planned, root, gradient_node, inputs, (path, targets))
         if request is not None:
@@ -319,11 +329,11 @@ def _backward(tensor, gradient, retain_graph, create_graph, inputs) -> None:
                 programs.cache.put(request.key, found)
         outputs = compiled.run(*plan.walk.inputs)
         pending = [plan.walk.order[position] for position in plan.pending]
-        owners = plan.owners
+        owners, owned = plan.owners, plan.owned
     root.computed(outputs[0])
     for node, value in zip(pending, outputs[1:]):
         node.computed(value)
-    for node, owner, value in zip(targets, owners, outputs[1 + len(pending):]):
+    for node, owner, value in zip(owned, owners, outputs[1 + len(pending):]):
         _accumulate(owner, value, node)
     if not retain_graph:
         for node in path:

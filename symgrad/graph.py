@@ -216,6 +216,22 @@ def is_zero_fill(node: Node) -> bool:
     return node.op is LEAF and node.value is None and node.inputs[0].op is CONST and node.inputs[0].attrs[0] == 0
 
 
+def owners_of(targets):
+    """The tensors whose ``.grad`` the target nodes fill, each once; one target node of each
+    (for its shape and dtype); and each target's owner number.  A tensor whose leaf was
+    replaced between two uses (updated in place) owns two targets: their gradients add up."""
+    numbers: dict = {}
+    owners, owned, groups = [], [], []
+    for target in targets:
+        owner = target.owner()
+        number = numbers.setdefault(id(owner), len(owners))
+        if number == len(owners):
+            owners.append(owner)
+            owned.append(target)
+        groups.append(number)
+    return owners, owned, tuple(groups)
+
+
 _backward_classes: dict[str, type] = {}
 
 

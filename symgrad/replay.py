@@ -8,16 +8,17 @@ works out which argument feeds each program input and which pending leaf each ou
 """
 from __future__ import annotations
 
-from symgrad.graph import LEAF, as_input, is_zero_fill
+from symgrad.graph import LEAF, as_input, is_zero_fill, owners_of
 
 
 class Request:
     """One backward, described by kinds: the key, the arrays in order, the leaves to fill."""
 
-    __slots__ = ("key", "sources", "pending", "owners")
+    __slots__ = ("key", "sources", "pending", "owners", "owned")
 
-    def __init__(self, key, sources, pending, owners):
-        self.key, self.sources, self.pending, self.owners = key, sources, pending, owners
+    def __init__(self, key, sources, pending, owners, owned):
+        self.key, self.sources, self.pending = key, sources, pending
+        self.owners, self.owned = owners, owned  # the tensors whose .grad is filled, a target node of each
 
 
 def request(root, targets):
@@ -25,11 +26,12 @@ def request(root, targets):
     graph is one that only a walk describes (no kind, a retained non-leaf)."""
     if root.kind is None:
         return None
-    owners, accumulate, existing = [], [], ()
     for target in targets:
         if target.op is not LEAF:
             return None
-        owner = target.owner()
+    owners, owned, groups = owners_of(targets)
+    accumulate, existing = [], ()
+    for owner in owners:
         grad = owner._grad
         if grad is None:
             accumulate.append(False)
@@ -40,7 +42,6 @@ def request(root, targets):
             accumulate.append(False)
         else:
             return None
-        owners.append(owner)
     args, pending = as_input(root)
     sources, args_pattern = _numbered(args + existing)
     pending, pending_pattern = _numbered(pending)
@@ -50,8 +51,8 @@ def request(root, targets):
         if (position is None) == (computed is None):
             return None  # both: a pending leaf computed between two uses
         positions.append(position if computed is None else -1 - computed)
-    key = ("replay", root.kind, args_pattern, pending_pattern, tuple(positions), tuple(accumulate))
-    return Request(key, tuple(sources), tuple(pending), owners)
+    key = ("replay", root.kind, args_pattern, pending_pattern, tuple(positions), groups, tuple(accumulate))
+    return Request(key, tuple(sources), tuple(pending), owners, owned)
 
 
 def _numbered(nodes):

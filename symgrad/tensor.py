@@ -223,6 +223,8 @@ def _relabel(node: Node, requires_grad: bool) -> Node:
 
 def as_node(value) -> Node:
     """The node of a tensor, or a constant node for a Python number."""
+    if value.__class__ is float:
+        return scalar(value)
     if isinstance(value, Tensor):
         return value._node
     if isinstance(value, (bool, int, float)):
@@ -246,6 +248,8 @@ def apply(op, *args, attrs: tuple = ()) -> Tensor:
     if len(args) == 2:  # most ops: spelled out, as this runs for every op recorded
         a, b = args
         nodes = (a._node if a.__class__ is Tensor else as_node(a), b._node if b.__class__ is Tensor else as_node(b))
+    elif len(args) == 1 and args[0].__class__ is Tensor:
+        nodes = (args[0]._node,)
     else:
         nodes = tuple([a._node if a.__class__ is Tensor else as_node(a) for a in args])
     return Tensor(record(op, nodes, attrs))

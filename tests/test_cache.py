@@ -113,3 +113,60 @@ def test_a_learning_rate_schedule_compiles_once_more_not_every_step(torch):
     ours = train(symgrad)
     assert codegen.stats.compiles - before <= 3
     np.testing.assert_allclose(ours, train(torch), rtol=1e-5)
+
+
+def test_a_repeated_step_neither_walks_the_graph_nor_infers_shapes(monkeypatch):
+    """After warm-up, backward finds its program from the root's kind, and recording an op
+    of a known kind skips the op's shape rule."""
+    import symgrad.engine as engine
+    from symgrad.ops.linalg import MATMUL
+
+    x, y = torch.ones(5), torch.zeros(3)
+    w, b = torch.randn(5, 3, requires_grad=True), torch.randn(3, requires_grad=True)
+    for _ in range(3):
+        _seed_step(x, y, w, b)
+    expected_w = w.detach().numpy() - 0.1 * _seed_gradient(x, y, w, b)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a repeated step must not walk the graph or infer shapes")
+
+    monkeypatch.setattr(engine, "Walk", forbidden)
+    monkeypatch.setattr(MATMUL, "infer", forbidden)
+    _seed_step(x, y, w, b)
+    monkeypatch.undo()
+    np.testing.assert_allclose(w.detach().numpy(), expected_w, rtol=1e-6)
+
+
+def _seed_gradient(x, y, w, b):
+    """d loss / d w of the seed network, by hand: x^T (sigmoid(z) - y) / 3."""
+    z = x.numpy() @ w.detach().numpy() + b.detach().numpy()
+    return np.outer(x.numpy(), (1 / (1 + np.exp(-z)) - y.numpy()) / 3)
+
+
+def test_a_chain_over_one_array_keeps_one_argument_pair():
+    """``sin(h) * h`` shares its inputs' arguments, so a deep chain stays keyable."""
+    h = torch.ones(10, requires_grad=True)
+    x = h
+    for _ in range(200):
+        x = torch.sin(x) * x + 0.5
+    assert x._node.kind is not None and len(x._node.args) == 2
+
+
+def test_recorded_graphs_are_freed_without_the_cycle_collector():
+    """Nodes do not refer to themselves, so dropping a graph frees it at once."""
+    import gc
+    import weakref
+
+    w = torch.ones(3, requires_grad=True)
+    with torch.no_grad():
+        w -= 0.1 * torch.ones(3)  # a pending leaf
+    loss = (w * 2).sum()
+    probes = [weakref.ref(loss._node), weakref.ref(w._node)]
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del loss, w
+        assert [p() for p in probes] == [None, None]
+    finally:
+        if enabled:
+            gc.enable()
