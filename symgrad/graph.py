@@ -153,7 +153,8 @@ CONST = Op("const", None, _no_infer, _build_const, saves=False)
 
 def leaf(value, dtype, requires_grad: bool = False) -> Node:
     """A leaf holding an array."""
-    return Node(LEAF, (), (), tuple(value.shape), dtype, requires_grad, value)
+    shape = tuple(value.shape)
+    return Node(LEAF, (), (), shape, dtype, requires_grad, value, kinds.array(shape, dtype, requires_grad), None, ())
 
 
 def lazy_leaf(source: Node, requires_grad: bool = False) -> Node:

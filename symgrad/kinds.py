@@ -42,7 +42,7 @@ def intern(key, shape, dtype, requires_grad) -> Kind:
 
 def array(shape, dtype, requires_grad) -> Kind:
     """The kind of a leaf holding an array: all it says is the array's type."""
-    key = ("array", shape, dtype, requires_grad)
+    key = (shape, dtype, requires_grad)
     return _kinds.get(key) or intern(key, shape, dtype, requires_grad)
 
 
