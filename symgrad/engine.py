@@ -285,8 +285,12 @@ def _gradient_path(root, inputs=None):
 
 def backward(tensor, gradient=None, retain_graph=False, create_graph=False, inputs=None) -> None:
     """``tensor.backward``; ``inputs`` may name non-leaf tensors, whose .grad is then filled."""
-    if not inputs:
+    if inputs is None:
         return _backward(tensor, gradient, retain_graph, create_graph, None)
+    if isinstance(inputs, tensor.__class__):
+        inputs = [inputs]
+    if not len(inputs):
+        raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     borrowed = [t for t in inputs if not t._node.is_leaf and not t._node.retains_grad]
     for t in borrowed:
         t._node.retains_grad, t._node.owner = True, weakref.ref(t)

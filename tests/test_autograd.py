@@ -285,3 +285,13 @@ def test_indexing_second_derivatives_and_bad_indices():
         x[::-1]
     with pytest.raises(NotImplementedError, match="basic indexing"):
         x[[0, 1]]
+
+
+def test_backward_inputs_may_be_one_tensor_but_not_empty():
+    w = torch.ones(3, requires_grad=True)
+    v = torch.ones(3, requires_grad=True)
+    (w * v * 2).sum().backward(inputs=w)  # as PyTorch: one tensor, not a list
+    np.testing.assert_allclose(w.grad.numpy(), [2.0, 2.0, 2.0])
+    assert v.grad is None
+    with pytest.raises(RuntimeError, match="cannot be empty"):
+        (w * 2).sum().backward(inputs=[])
