@@ -117,16 +117,18 @@ def combine(op, nodes, attrs, mode):
 
 
 def _combine_many(op, nodes, attrs, mode):
-    args, pending, layout, seen = (), (), [], []
+    args, pending, layout = (), (), []
+    seen_args, seen_pending = {}, {}  # id of an input's tuple -> (first input that brought it, the tuple)
     for i, n in enumerate(nodes):
         if n.kind is None:
             return None, None, None
         n_args, n_pending = as_input(n)
-        same_args = next((j for j, (a, _) in enumerate(seen) if a is n_args), -1)
-        same_pending = next((j for j, (_, p) in enumerate(seen) if p is n_pending), -1)
-        seen.append((n_args, n_pending))
-        args = args if same_args >= 0 else args + n_args
-        pending = pending if same_pending >= 0 else pending + n_pending
+        same_args = seen_args.setdefault(id(n_args), (i, n_args))[0]  # the tuple is kept: ids stay unique
+        same_pending = seen_pending.setdefault(id(n_pending), (i, n_pending))[0]
+        if same_args == i:
+            args += n_args
+        if same_pending == i:
+            pending += n_pending
         layout.append((n.kind, same_args, same_pending))
     if len(args) > kinds.MAX_ARGS or len(pending) > kinds.MAX_ARGS:
         return None, None, None
