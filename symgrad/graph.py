@@ -1,8 +1,9 @@
 """The recorded graph: light Python nodes, one per operation, and PyTorch's grad_fn view of them.
 
 Recording an op must cost a few microseconds, so a node holds no SymPy: only its op, its
-input nodes, its attributes, shape, dtype and whether it requires grad.  SymPy is built
-from these nodes only when a structure is compiled for the first time.
+input nodes, its attributes, shape, dtype and whether it requires grad, and its interned
+structural kind (symgrad.kinds) with the arrays and pending leaves that kind is a function of.
+SymPy is built from these nodes only when a structure is compiled for the first time.
 
 A node's ``value`` is its array once computed.  A *leaf* node stops gradients; its value is
 either an array or, after an in-place update or a ``detach`` of something not yet computed,
