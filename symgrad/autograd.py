@@ -8,8 +8,9 @@ from symgrad.grad_mode import enable_grad, no_grad, set_grad_enabled  # noqa: F4
 def backward(tensors, grad_tensors=None, retain_graph=None, inputs=None):
     tensors = [tensors] if not isinstance(tensors, (list, tuple)) else list(tensors)
     grads = grad_tensors if isinstance(grad_tensors, (list, tuple)) else [grad_tensors] * len(tensors)
-    for tensor, grad in zip(tensors, grads):
-        engine.backward(tensor, grad, retain_graph=bool(retain_graph), inputs=inputs)
+    for k, (tensor, grad) in enumerate(zip(tensors, grads)):  # the graphs may share nodes: free them after the last
+        last = k == len(tensors) - 1
+        engine.backward(tensor, grad, retain_graph=bool(retain_graph) or not last, inputs=inputs)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, allow_unused=False):

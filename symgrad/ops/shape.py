@@ -89,6 +89,13 @@ COPY = register(Op("copy", "CopyBackwards", lambda nodes: (nodes[0].shape, nodes
                    examples=(Example(((3, 4),)),)))
 
 
+COPY_OVER = register(Op("copy_over", "CopyBackwards", lambda nodes: (nodes[0].shape, nodes[0].dtype),
+                        lambda p, node, old, new: p.assign(new, node.shape, node.dtype.name, "copy", fold=False),
+                        saves=False, reference=lambda old, new: new,
+                        torch_fn=lambda t, old, new: old.clone().copy_(new),
+                        examples=(Example(((3, 4), (3, 4))),)))  # dst.copy_(src) over a history: it gets no gradient
+
+
 def _index_name(nodes, spec):
     """PyTorch names an indexing by its last step that does something."""
     shape, d, name = nodes[0].shape, 0, "AliasBackward0"
