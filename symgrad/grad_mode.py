@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import threading
 
 class _State(threading.local):
@@ -36,6 +37,37 @@ class _GradMode(contextlib.ContextDecorator):
 
     def _recreate_cm(self):  # a fresh instance per decorated call keeps nesting right
         return type(self)()
+
+    def __call__(self, fn):
+        if inspect.isgeneratorfunction(fn):
+            return _generator_in_mode(fn, self._recreate_cm)
+        return super().__call__(fn)
+
+
+def _generator_in_mode(fn, mode):
+    """``fn``, a generator function, with its body in ``mode()`` at every resumption (as PyTorch's
+    decorators do), while the caller's code between two ``next`` calls keeps its own mode."""
+
+    @functools.wraps(fn)
+    def generator(*args, **kwargs):
+        with mode():
+            inner = fn(*args, **kwargs)
+        resume, value = inner.send, None
+        while True:
+            try:
+                with mode():
+                    response = resume(value)
+            except StopIteration as stop:
+                return stop.value
+            try:
+                resume, value = inner.send, (yield response)
+            except GeneratorExit:
+                with mode():
+                    inner.close()
+                raise
+            except BaseException as error:
+                resume, value = inner.throw, error
+    return generator
 
 
 class no_grad(_GradMode):

@@ -941,9 +941,6 @@ def test_same_expression_recorded_under_alternating_modes(replays):
     assert replays.count > 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "@no_grad() on a generator function applies only while the generator is created; PyTorch "
-    "re-enters the mode at every resumption (not implemented)"))
 def test_no_grad_decorated_generator():
     """PyTorch's grad-mode decorators wrap generator functions: each resumption runs under the
     decorator's mode (torch.autograd.grad_mode._DecoratorContextManager)."""
