@@ -209,10 +209,16 @@ class Tensor:
     # --------------------------------------------------------------------- plumbing
 
     def _rebind(self, node: Node) -> None:
-        """Point this tensor at a new node (an in-place op or a requires_grad change)."""
-        self._node = node
+        """Point this tensor at a new node (an in-place op or a requires_grad change).
+
+        A retained gradient follows the tensor: after ``h.retain_grad(); h.mul_(2)`` it is the
+        gradient of the new values, as in PyTorch."""
+        old, self._node = self._node, node
         if node.requires_grad and node.op is LEAF:
             node.owner = weakref.ref(self)
+        elif old.retains_grad and node.requires_grad:
+            old.retains_grad, old.owner = False, None
+            node.retains_grad, node.owner = True, weakref.ref(self)
 
 
 def _relabel(node: Node, requires_grad: bool) -> Node:
