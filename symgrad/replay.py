@@ -1,8 +1,9 @@
 """``backward`` without walking the graph: the compiled program found from the root's kind.
 
 A training loop records the same structure every step.  The root's kind (symgrad.kinds) says
-which structure; with the pattern in which its arguments repeat, which of them receive
-gradients and which add to an existing ``.grad``, it keys the compiled program directly.  The
+which structure; with the pattern in which its arguments (and pending leaves) repeat, which of
+them receive gradients, which tensor owns each, and which add to an existing ``.grad``, it keys
+the compiled program directly.  The
 first time, ``backward`` walks the graph as usual (``engine.BackwardPlan``) and ``replay_of``
 works out which argument feeds each program input and which pending leaf each output fills.
 """
