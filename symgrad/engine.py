@@ -22,9 +22,9 @@ import jax.numpy as jnp
 import sympy as sp
 
 import codegen.compile as programs  # a module import: codegen imports symgrad.ir
-from symgrad import kinds, replay
+from symgrad import replay
 from symgrad.autodiff import reverse_mode
-from symgrad.graph import CONST, LEAF, Node, is_zero_fill, owners_of
+from symgrad.graph import CONST, LEAF, is_zero_fill, leaf, owners_of
 from symgrad.ir import Program
 
 FREED_MESSAGE = ("Trying to backward through the graph a second time (or directly access saved tensors "
@@ -354,8 +354,7 @@ def _planned(root, gradient_node, inputs, gradient_path):
 
 def _accumulate(owner, value, node) -> None:
     """``owner.grad`` becomes ``value`` (the program already added any previous gradient)."""
-    kind = kinds.array(node.shape, node.dtype, False)
-    grad = Node(LEAF, (), (), node.shape, node.dtype, False, value, kind, None, ())
+    grad = leaf(value, node.dtype)
     if owner._grad is None:
         owner._grad = owner.__class__(grad)
     else:

@@ -127,13 +127,7 @@ def _program(walk, root, out, leaves, differentiated, grad_mode) -> Program:
 
 
 def _as_tensor(array):
-    if array is None:
-        return None
-    dtype = _dtypes.get(array.dtype) or _dtypes.setdefault(array.dtype, dtypes.from_numpy(array.dtype))
-    return Tensor(leaf(array, dtype))
-
-
-_dtypes: dict = {}  # NumPy dtype -> symgrad dtype, for results
+    return None if array is None else Tensor(leaf(array, dtypes.from_numpy(array.dtype)))
 
 
 class _nothing:

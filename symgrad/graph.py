@@ -11,8 +11,6 @@ the node it is computed from (its single input), evaluated lazily and then dropp
 """
 from __future__ import annotations
 
-import math
-
 import sympy as sp
 
 from symgrad import dtypes, kinds
@@ -57,13 +55,13 @@ def _describe(node: Node):
         key, args, pending = combine(LEAF, node.inputs, (), node.requires_grad)
         if key is None or len(pending) >= kinds.MAX_ARGS:
             return None, None, None
-        return kinds.known(key) or kinds.intern(key, node.shape, node.dtype, node.requires_grad), args, pending
+        return kinds.intern(key, node.shape, node.dtype, node.requires_grad), args, pending
     if node.op is CONST:
         return kinds.constant(node.attrs[0], node.shape, node.dtype), (), ()
     key, args, pending = combine(node.op, node.inputs, node.attrs, ("requires_grad", node.requires_grad))
     if key is None:
         return None, None, None
-    return kinds.known(key) or kinds.intern(key, node.shape, node.dtype, node.requires_grad), args, pending
+    return kinds.intern(key, node.shape, node.dtype, node.requires_grad), args, pending
 
 
 # ----------------------------------------------------------------- kinds of nodes
@@ -189,10 +187,11 @@ def constant(value, shape=(), dtype=None) -> Node:
     """
     dtype = dtype or dtypes.default_for(value)
     value = bool(value) if dtype is dtypes.bool_ else int(value) if dtype.kind == 1 else float(value)
-    key = (value, math.copysign(1.0, value) if value.__class__ is float else 0, tuple(shape), dtype)
+    shape = tuple(shape)
+    key = (*kinds.exactly(value), shape, dtype)
     node = _constants.get(key)
     if node is None:
-        node = Node(CONST, (), (value,), key[2], dtype, False)
+        node = Node(CONST, (), (value,), shape, dtype, False)
         if value == value and len(_constants) < 4096:
             _constants[key] = node
     return node

@@ -34,19 +34,25 @@ def known(key):
 
 
 def intern(key, shape, dtype, requires_grad) -> Kind:
-    if len(_kinds) >= MAX_KINDS:  # forgetting kinds only makes later structures new ones
-        _kinds.clear()
-    kind = _kinds[key] = Kind(shape, dtype, requires_grad)
+    """The kind for ``key``, made if it is new."""
+    kind = _kinds.get(key)
+    if kind is None:
+        if len(_kinds) >= MAX_KINDS:  # forgetting kinds only makes later structures new ones
+            _kinds.clear()
+        kind = _kinds[key] = Kind(shape, dtype, requires_grad)
     return kind
 
 
 def array(shape, dtype, requires_grad) -> Kind:
     """The kind of a leaf holding an array: all it says is the array's type."""
-    key = (shape, dtype, requires_grad)
-    return _kinds.get(key) or intern(key, shape, dtype, requires_grad)
+    return intern((shape, dtype, requires_grad), shape, dtype, requires_grad)
 
 
 def constant(value, shape, dtype) -> Kind:
     """The kind of a constant: its value (with the sign of a zero) is part of the structure."""
-    key = ("constant", value, math.copysign(1.0, value) if value.__class__ is float else 0, shape, dtype)
-    return _kinds.get(key) or intern(key, shape, dtype, False)
+    return intern(("constant", *exactly(value), shape, dtype), shape, dtype, False)
+
+
+def exactly(value) -> tuple:
+    """``value`` with what ``==`` ignores: ``0.0 == -0.0`` and ``1 == 1.0 == True``."""
+    return value, value.__class__, math.copysign(1.0, value) if value.__class__ is float else 0
