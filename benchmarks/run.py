@@ -54,9 +54,10 @@ def main(argv=None):
             rows, details = result
             print(_table(rows))
             print("\n| D | first call | SymPy (trace + symbolic gradient) | emit | XLA compile + first run | "
-                  "emitted nodes |\n|---|---|---|---|---|---|")
-            for depth, first, sympy_s, emit_s, xla_s, nodes in details:
-                print(f"| {depth} | {_format(first)} | {_format(sympy_s)} | {_format(emit_s)} | {_format(xla_s)} | {nodes} |")
+                  "IR nodes | source lines |\n|---|---|---|---|---|---|---|")
+            for depth, first, sympy_s, emit_s, xla_s, nodes, lines in details:
+                print(f"| {depth} | {_format(first)} | {_format(sympy_s)} | {_format(emit_s)} | {_format(xla_s)} "
+                      f"| {nodes} | {lines} |")
         else:
             print(_table(result))
 

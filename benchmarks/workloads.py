@@ -346,7 +346,7 @@ def w4_chain(depths=(10, 100, 1000)):
         first = once(symgrad_call)
         stats = codegen.stats
         details.append((depth, first, stats.sympy_seconds, stats.emit_seconds, stats.xla_seconds,
-                        stats.emitted_nodes[-1]))
+                        stats.ir_nodes[-1], stats.source_lines[-1]))
         rows.append((name, "symgrad torch-style, first call", first))
         ours = np.asarray(symgrad_call())
         rows.append((name, "symgrad torch-style", per_call(symgrad_call, warmup=1)))

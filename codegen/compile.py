@@ -50,7 +50,8 @@ class Stats:
     sympy_seconds: float = 0.0
     emit_seconds: float = 0.0
     xla_seconds: float = 0.0
-    emitted_nodes: list = field(default_factory=list)
+    ir_nodes: list = field(default_factory=list)      # per compiled program: its size in the IR
+    source_lines: list = field(default_factory=list)  # and in emitted source (loops printed once)
 
     def reset(self):
         self.__init__()
@@ -99,7 +100,8 @@ class ProgramCache:
         stats.sympy_seconds += time.perf_counter() - start
         compiled = compile_program(program)
         stats.compiles += 1
-        stats.emitted_nodes.append(program.node_count())
+        stats.ir_nodes.append(program.node_count())
+        stats.source_lines.append(compiled.source.count("\n"))
         return self.put(key, compiled)
 
     def clear(self):

@@ -3,13 +3,15 @@
 What the source must add to the IR: numbers that stand for whole arrays become
 ``jnp.full``; an assignment whose expression is smaller than its declared shape is
 broadcast to it; one whose operands have other dtypes is cast to its declared dtype (PyTorch's
-promotion is decided in the front end, not left to JAX's).  Unused assignments are dropped.
+promotion is decided in the front end, not left to JAX's).  Unused assignments are dropped,
+and runs that repeat (codegen.reroll) are printed once, as the body of a ``jax.lax.scan``.
 """
 from __future__ import annotations
 
 import sympy as sp
 
 from codegen.printer import DTYPES, to_jax
+from codegen.reroll import Loop, find_loops
 from symgrad.ir import Program, Structural
 
 HEADER = "import jax\nimport jax.numpy as jnp\n\n\n"
@@ -45,12 +47,103 @@ def _value(program: Program, expr, shape, dtype) -> str:
     return text
 
 
-def emit(program: Program) -> str:
+def emit(program: Program, reroll: bool = True) -> str:
+    """The program's source; ``reroll=False`` prints every assignment (tests compare the two)."""
+    kept = live_assignments(program)
+    loops = find_loops(kept, program.shapes, program.dtypes) if reroll else []
+    picks = _values_read_from_loops(program, kept, loops)
+    starting = {loop.start: loop for loop in loops}
     lines = [f"def {program.name}({', '.join(s.name for s in program.inputs)}):"]
-    for sym, expr in live_assignments(program):
+    position = 0
+    while position < len(kept):
+        loop = starting.get(position)
+        if loop is not None:
+            lines += _scan(program, kept, loop, loops.index(loop) + 1, picks[loop])
+            position = loop.end
+            continue
+        sym, expr = kept[position]
         lines.append(f"    {sym.name} = {_value(program, expr, program.shapes[sym], program.dtypes[sym])}")
+        position += 1
     outputs = [_value(program, expr, shape, dtype) for expr, shape, dtype in program.outputs]
     comment = ", ".join(program.output_names)
     lines.append(f"    # returns: {comment}" if comment else "    # returns nothing")
     lines.append(f"    return ({', '.join(outputs)}{',' if len(outputs) == 1 else ''})")
     return HEADER + "\n".join(lines) + "\n"
+
+
+def _values_read_from_loops(program, kept, loops) -> dict:
+    """For each loop, the (iteration, offset) values that printed code reads one by one, and
+    (in ``loop.stacked``) the offsets whose every step must be kept.  A loop's last carried
+    values need neither: the scan returns them under their own names."""
+    position = {sym: i for i, (sym, _) in enumerate(kept)}
+    picks = {loop: set() for loop in loops}
+    finals = {loop: {offset for _, offset in loop.carried} for loop in loops}
+
+    def read(symbols, reader=None):
+        for r in symbols:
+            p = position.get(r)
+            for loop in loops:
+                if loop is not reader and p is not None and loop.covers(p):
+                    iteration, offset = loop.locate(p)
+                    if not (iteration == loop.steps - 1 and offset in finals[loop]):
+                        loop.stacked.add(offset)
+                        picks[loop].add((iteration, offset))
+
+    covered = [False] * len(kept)
+    for loop in loops:
+        covered[loop.start:loop.end] = [True] * (loop.end - loop.start)
+        template = kept[loop.start:loop.start + loop.period]
+        outside = set().union(*(expr.free_symbols for _, expr in template)) - set(loop.strided)
+        read(outside, reader=loop)
+        for source, offset, _, _ in loop.strided.values():
+            source.stacked.add(offset)
+    for i, (_, expr) in enumerate(kept):
+        if not covered[i]:
+            read(expr.free_symbols)
+    for expr, _, _ in program.outputs:
+        read(expr.free_symbols)
+    return picks
+
+
+def _stack_name(loop: Loop, offset: int) -> str:
+    return f"{loop.symbol(0, offset).name}__steps"
+
+
+def _scan(program, kept, loop: Loop, number: int, picks) -> list[str]:
+    """A loop as a nested body function and one ``jax.lax.scan`` call."""
+    name = f"loop_{number}"
+    template = kept[loop.start:loop.start + loop.period]
+    carried_in = [r.name for r, _ in loop.carried]
+    carried_out = [loop.symbol(0, offset).name for _, offset in loop.carried]
+    finals = [loop.symbol(loop.steps - 1, offset).name for _, offset in loop.carried]
+    stacked = sorted(loop.stacked)
+    read = sorted(loop.strided, key=lambda s: s.name)
+    slices = []
+    for r in read:
+        source, offset, iteration, direction = loop.strided[r]
+        stack = _stack_name(source, offset)
+        if direction > 0:
+            slices.append(f"{stack}[{iteration}:{iteration + loop.steps}]")
+        else:
+            slices.append(f"jnp.flip({stack}[{iteration - loop.steps + 1}:{iteration + 1}], 0)")
+    lines = [(f"    # {loop.steps} steps of {loop.period} assignment{'s' if loop.period > 1 else ''}, "
+              f"printed once and run by jax.lax.scan"),
+             f"    def {name}(carry, xs):",
+             f"        {_tuple(carried_in)} = carry"]
+    if read:
+        lines.append(f"        {_tuple([r.name for r in read])} = xs")
+    for sym, expr in template:
+        lines.append(f"        {sym.name} = {_value(program, expr, program.shapes[sym], program.dtypes[sym])}")
+    ys = _tuple([loop.symbol(0, offset).name for offset in stacked]) if stacked else "None"
+    lines.append(f"        return {_tuple(carried_out)}, {ys}")
+    stacks = _tuple([_stack_name(loop, offset) for offset in stacked]) if stacked else "_"
+    xs = _tuple(slices) if slices else "None"
+    lines.append(f"    {_tuple(finals)}, {stacks} = jax.lax.scan({name}, {_tuple(carried_in)}, {xs}, "
+                 f"length={loop.steps})")
+    for iteration, offset in sorted(picks):
+        lines.append(f"    {loop.symbol(iteration, offset).name} = {_stack_name(loop, offset)}[{iteration}]")
+    return lines
+
+
+def _tuple(names) -> str:
+    return f"({', '.join(names)}{',' if len(names) == 1 else ''})"

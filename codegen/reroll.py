@@ -1,0 +1,199 @@
+"""Loops in straight-line programs: runs of assignments that repeat, to be emitted as one
+``jax.lax.scan`` whose body is printed once.
+
+A graph recorded step by step (``h = sin(h) * h + 0.5`` a thousand times, an RNN unrolled over
+time) reaches the IR as a straight line, and so does its gradient, which repeats in reverse.
+XLA compiles an unrolled chain slowly (seconds at a thousand steps) and runs it slowly (its
+fusion recomputes producers inside the backward); a scan compiles the body once and keeps each
+step's values, which the backward loop reads in reverse order.
+
+A loop here is ``steps`` consecutive iterations of ``period`` assignments, each iteration the
+first one (the *template*) with every symbol it reads replaced consistently:
+
+* *internal*: defined earlier in the same iteration;
+* *carried*: defined by the iteration before (for the first step, by the straight-line
+  iteration just before the loop, which gives the initial carry);
+* *invariant*: the same symbol at every step (read from the enclosing function);
+* *strided*: one step further (or back) at every step through an earlier loop's iterations:
+  the backward loop reading the forward loop's values, fed to the scan as sliced stacks.
+
+Nothing is assumed from names: candidate runs come from a name-free signature per assignment
+and every iteration is checked to be the template with its symbols substituted.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+MIN_STEPS = 4     # a scan pays off from a few steps on (measured: faster than the unrolled form at 10)
+MAX_PERIOD = 64   # assignments per iteration looked for
+
+
+@dataclass(eq=False)
+class Loop:
+    start: int          # position of the template (the first scanned iteration) in the assignment list
+    period: int
+    steps: int
+    carried: list       # (symbol read from the iteration before the template, offset that defines its successor)
+    strided: dict       # template's symbol -> (earlier loop, offset in it, iteration read by the template, +1/-1)
+    symbols: list       # the symbols the loop defines, step after step
+    stacked: set = field(default_factory=set)  # offsets whose values are needed outside, one per step
+
+    @property
+    def end(self) -> int:
+        return self.start + self.period * self.steps
+
+    def covers(self, position: int) -> bool:
+        return self.start <= position < self.end
+
+    def locate(self, position: int) -> tuple[int, int]:
+        """(iteration, offset) of a position this loop covers."""
+        return divmod(position - self.start, self.period)
+
+    def symbol(self, iteration: int, offset: int):
+        return self.symbols[iteration * self.period + offset]
+
+
+def find_loops(assignments, shapes, dtypes) -> list[Loop]:
+    """The loops in ``assignments`` (a live, ordered list of (symbol, expression)), by start."""
+    return _Finder(assignments, shapes, dtypes).loops
+
+
+class _Finder:
+    """Candidate runs, longest first; each kept if its iterations check out."""
+
+    def __init__(self, assignments, shapes, dtypes):
+        self.assignments, self.shapes, self.dtypes = assignments, shapes, dtypes
+        self.position = {sym: i for i, (sym, _) in enumerate(assignments)}
+        self.loops: list[Loop] = []
+        taken = [False] * len(assignments)
+        for first, period, repeats in _periodic_runs(self._signatures()):
+            if any(taken[first:first + period * repeats]):
+                continue
+            loop = self._longest(first, period, repeats)
+            if loop is not None:
+                self.loops.append(loop)
+                self.loops.sort(key=lambda lp: lp.start)
+                taken[loop.start - loop.period:loop.end] = [True] * (loop.end - loop.start + loop.period)
+
+    def _same_type(self, a, b) -> bool:
+        return self.shapes[a] == self.shapes[b] and self.dtypes[a] == self.dtypes[b]
+
+    def _signatures(self) -> list[int]:
+        """One small integer per assignment, equal for assignments that could be the same step:
+        the shape and dtype of the result and of each symbol read, and the expression's form."""
+        interned: dict = {}
+        typed = {s: (shape, self.dtypes[s]) for s, shape in self.shapes.items()}
+        return [interned.setdefault((self.shapes[sym], self.dtypes[sym], _form(expr, typed)), len(interned))
+                for sym, expr in self.assignments]
+
+    def _longest(self, first, period, repeats):
+        """The longest loop in a periodic run, trying each phase; None if none is long enough."""
+        best = None
+        for phase in range(period):
+            steps = (period * repeats - phase) // period - 1  # the run's first iteration is the prefix
+            if steps < MIN_STEPS:
+                break
+            loop = self._loop_at(first + phase + period, period, steps)
+            if loop is not None and (best is None or loop.steps > best.steps):
+                best = loop
+        return best
+
+    def _loop_at(self, start, period, steps):
+        """The loop whose template starts at ``start``, with as many of ``steps`` as check out.
+
+        What each symbol the template reads is (carried, strided, ...) is read off the template
+        and the step after it; ``_matching_steps`` then checks every step against that."""
+        assignments, position = self.assignments, self.position
+        prefix = start - period
+        carried, strided = {}, {}
+        for offset in range(period):
+            template = assignments[start + offset][1]
+            following = assignments[start + period + offset][1]
+            near = {}  # symbols of the prefix and the template -> their successors one step on
+            for r in template.free_symbols:
+                p = position.get(r, -1)
+                if prefix <= p < start + period:
+                    near[r] = assignments[p + period][0]
+                    if p < start:
+                        carried[r] = p - prefix
+            later = following.free_symbols - set(near.values())
+            for r in template.free_symbols - set(near) - later:  # those in ``later`` are invariant
+                stride = self._stride(r, later)
+                if stride is None:
+                    return None
+                strided[r] = stride
+        if not all(self._same_type(r, assignments[start + offset][0]) for r, offset in carried.items()):
+            return None  # the initial carry must have the type of what follows it
+        for loop, _, iteration, direction in strided.values():  # stay inside the stacks read
+            steps = min(steps, loop.steps - iteration if direction > 0 else iteration + 1)
+        steps = self._matching_steps(start, period, steps, strided)
+        if steps < MIN_STEPS:
+            return None
+        symbols = [sym for sym, _ in assignments[start:start + period * steps]]
+        return Loop(start, period, steps, sorted(carried.items(), key=lambda item: item[1]), strided, symbols)
+
+    def _stride(self, r, later):
+        """How ``r`` moves from one step to the next when it lies in an earlier loop: one
+        iteration forward or back through it, if the next step reads that symbol."""
+        p = self.position.get(r)
+        for loop in self.loops:
+            if p is not None and loop.covers(p):
+                iteration, offset = loop.locate(p)
+                for direction in (1, -1):
+                    following = iteration + direction
+                    if 0 <= following < loop.steps and loop.symbol(following, offset) in later:
+                        return loop, offset, iteration, direction
+        return None
+
+    def _matching_steps(self, start, period, steps, strided) -> int:
+        """How many steps from the template on are the template with its symbols moved on."""
+        assignments = self.assignments
+        template = assignments[start:start + period]
+        reads = set().union(*(expr.free_symbols for _, expr in template))
+        near = [(r, self.position[r]) for r in reads if start - period <= self.position.get(r, -1) < start + period]
+        for step in range(1, steps):
+            moved = {r: assignments[p + step * period][0] for r, p in near}
+            for r, (loop, offset, iteration, direction) in strided.items():
+                moved[r] = loop.symbol(iteration + direction * step, offset)
+            for offset, (sym, expr) in enumerate(template):
+                other, other_expr = assignments[start + step * period + offset]
+                if not self._same_type(sym, other) or _form(expr, moved) != _form(other_expr, {}):
+                    return step
+        return steps
+
+
+def _form(expr, names):
+    """A hashable description of ``expr``, its symbols replaced as ``names`` says: equal for two
+    expressions that compute the same thing, whatever order SymPy gave the terms of a sum or a
+    product (it orders them by symbol name)."""
+    if expr.is_Symbol:
+        return names.get(expr, expr)
+    if not expr.args:
+        return expr
+    children = [_form(a, names) for a in expr.args]
+    if isinstance(expr, (sp.Add, sp.Mul)):
+        return expr.func, frozenset(Counter(children).items())
+    return expr.func, tuple(children)
+
+
+def _periodic_runs(signatures):
+    """(first position, period, repeats) of runs whose signatures repeat, longest coverage first."""
+    n = len(signatures)
+    runs = []
+    for period in range(1, min(MAX_PERIOD, n // (MIN_STEPS + 1)) + 1):
+        k = 0
+        while k + period < n:
+            if signatures[k] != signatures[k + period]:
+                k += 1
+                continue
+            first = k
+            while k + period < n and signatures[k] == signatures[k + period]:
+                k += 1
+            repeats = (k + period - first) // period
+            if repeats > MIN_STEPS:
+                runs.append((first, period, repeats))
+    runs.sort(key=lambda run: (-run[1] * run[2], run[1]))
+    return runs

@@ -1,0 +1,170 @@
+"""Loop rerolling (codegen.reroll): repeated steps are emitted once, as a ``jax.lax.scan``.
+
+Every program is run both ways, rerolled and printed in full, on the same inputs: the numbers
+must agree (float64, so only summation order can differ).  Random cells check that whatever
+repeats (several carries, swapped states, invariant weights that get gradients, values read
+back from every step) keeps its meaning.
+"""
+import jax
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import symgrad as torch
+from codegen.emit import emit
+from codegen.reroll import MIN_STEPS
+from symgrad.engine import BackwardPlan, Walk, _value_program
+
+
+@pytest.fixture
+def torch_reference():
+    return pytest.importorskip("torch")
+
+
+def _run(source, program, inputs, jit):
+    namespace = {}
+    exec(compile(source, "<test>", "exec"), namespace)
+    fn = namespace[program.name]
+    if jit:
+        return jax.jit(fn)(*inputs)
+    with jax.disable_jit():  # the emitted program's meaning, without compiling each example
+        return fn(*inputs)
+
+
+def both_ways(program, inputs, jit=True):
+    """(rerolled source, its results, the unrolled results)."""
+    rerolled = emit(program)
+    ours = _run(rerolled, program, inputs, jit)
+    reference = _run(emit(program, reroll=False), program, inputs, jit)
+    for a, b in zip(ours, reference):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
+    return rerolled, ours
+
+
+def backward_both_ways(loss, jit=True):
+    plan = BackwardPlan(loss._node, None)
+    return both_ways(plan.program(), plan.walk.inputs, jit)
+
+
+def chain(depth, x):
+    h = x
+    for _ in range(depth):
+        h = torch.sin(h) * h + 0.5
+    return h
+
+
+def leaf(rng, *shape):
+    return torch.tensor(rng.uniform(-1, 1, shape), requires_grad=True)
+
+
+def test_chain_is_one_loop_each_way_and_matches_torch(torch_reference):
+    rng = np.random.default_rng(0)
+    values = rng.uniform(-1, 1, 7)
+    x = torch.tensor(values, requires_grad=True)
+    source, _ = backward_both_ways(chain(40, x).sum())
+    assert source.count("jax.lax.scan(") == 2  # the forward, and the backward reading it in reverse
+    loss = chain(40, x).sum()
+    loss.backward()
+    t = torch_reference.tensor(values, requires_grad=True)
+    h = t
+    for _ in range(40):
+        h = torch_reference.sin(h) * h + 0.5
+    h.sum().backward()
+    np.testing.assert_allclose(loss.item(), h.sum().item(), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_source_size_does_not_grow_with_depth():
+    x = leaf(np.random.default_rng(1), 5)
+    lines = [len(backward_both_ways(chain(depth, x).sum(), jit=False)[0].splitlines()) for depth in (30, 300)]
+    assert lines[0] == lines[1] < 45
+
+
+def test_short_runs_stay_straight_line():
+    x = leaf(np.random.default_rng(2), 3)
+    source, _ = backward_both_ways(chain(MIN_STEPS - 1, x).sum(), jit=False)
+    assert "scan" not in source
+
+
+def test_rnn_with_shared_weights(torch_reference):
+    """An invariant weight read by every step, whose gradient sums one term per step."""
+    rng = np.random.default_rng(3)
+    W0, b0, h0 = rng.normal(size=(4, 4)) * 0.5, rng.normal(size=4), rng.normal(size=(2, 4))
+    W, b = torch.tensor(W0, requires_grad=True), torch.tensor(b0, requires_grad=True)
+    h = torch.tensor(h0)
+    for _ in range(12):
+        h = torch.tanh(h @ W + b)
+    source, _ = backward_both_ways((h * h).sum())
+    assert "jax.lax.scan(" in source
+    loss = torch.tensor(h0)
+    for _ in range(12):
+        loss = torch.tanh(loss @ W + b)
+    (loss * loss).sum().backward()
+    tW, tb = (torch_reference.tensor(v, requires_grad=True) for v in (W0, b0))
+    th = torch_reference.tensor(h0)
+    for _ in range(12):
+        th = torch_reference.tanh(th @ tW + tb)
+    (th * th).sum().backward()
+    np.testing.assert_allclose(W.grad.numpy(), tW.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_every_step_read_back_and_two_loops_in_a_row():
+    """A loss over all states (each step's value is kept and read), and a chain whose op changes
+    half-way (two forward loops, two backward loops)."""
+    x = leaf(np.random.default_rng(4), 6)
+    h, total = x, 0
+    for i in range(24):
+        h = torch.sin(h) * h + 0.5 if i < 12 else torch.cos(h) - h * 0.25
+        total = total + h.mean()
+    source, _ = backward_both_ways(total)
+    assert source.count("jax.lax.scan(") >= 3
+
+
+def test_forward_value_program_is_rerolled():
+    x = torch.tensor(np.linspace(-1, 1, 5))
+    h = chain(30, x)
+    walk = Walk()
+    program = _value_program(walk, (walk.add(h._node, False),))
+    source, (value,) = both_ways(program, walk.inputs)
+    assert "jax.lax.scan(" in source
+    expected = np.linspace(-1, 1, 5)
+    for _ in range(30):
+        expected = np.sin(expected) * expected + 0.5
+    np.testing.assert_allclose(np.asarray(value), expected, rtol=1e-12)
+    np.testing.assert_allclose(h.numpy(), expected, rtol=1e-12)
+
+
+CELL_OPS = {
+    "mul": lambda a, b: a * b, "add": lambda a, b: a + b, "sub": lambda a, b: a - 0.5 * b,
+    "tanh": lambda a, b: torch.tanh(a), "sin": lambda a, b: torch.sin(a) * b,
+    "mix": lambda a, b: torch.sigmoid(a) * b + 1.0, "mean": lambda a, b: a * b.mean(),
+}
+cell = st.lists(st.tuples(st.sampled_from(sorted(CELL_OPS)), st.integers(0, 20), st.integers(0, 20)),
+                min_size=1, max_size=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(states=st.integers(1, 3), weights=st.integers(0, 2), cells=st.lists(cell, min_size=1, max_size=3),
+       depth=st.integers(MIN_STEPS, 20), keep=st.booleans(), seed=st.integers(0, 2**31 - 1))
+def test_random_cells(states, weights, cells, depth, keep, seed):
+    """Random recurrent cells: each new state is a few ops over the old states and the weights."""
+    rng = np.random.default_rng(seed)
+    hs = [leaf(rng, 3) for _ in range(states)]
+    ws = [leaf(rng, 3) for _ in range(weights)]
+    total = 0
+    for _ in range(depth):
+        pool, new = hs + ws, []
+        for s in range(states):
+            ops = cells[s % len(cells)]
+            value = pool[ops[0][1] % len(pool)]
+            for name, _, j in ops:
+                value = CELL_OPS[name](value, pool[j % len(pool)])
+                pool = pool + [value]
+            new.append(value)
+        hs = new[1:] + new[:1]  # states also trade places
+        if keep:
+            total = total + hs[-1].sum()
+    loss = total + sum(h.sum() for h in hs) if keep else sum(h.sum() for h in hs)
+    backward_both_ways(loss, jit=False)
