@@ -69,14 +69,20 @@ class _Finder:
         self.position = {sym: i for i, (sym, _) in enumerate(assignments)}
         self.loops: list[Loop] = []
         taken = [False] * len(assignments)
-        for first, period, repeats in _periodic_runs(self._signatures()):
-            if any(taken[first:first + period * repeats]):
-                continue
-            loop = self._longest(first, period, repeats)
-            if loop is not None:
+        runs = _periodic_runs(self._signatures())
+        while runs:  # a run may read an earlier loop found after it: retry the rest after each find
+            failed = []
+            for first, period, repeats in runs:
+                if any(taken[first:first + period * repeats]):
+                    continue
+                loop = self._longest(first, period, repeats)
+                if loop is None:
+                    failed.append((first, period, repeats))
+                    continue
                 self.loops.append(loop)
                 self.loops.sort(key=lambda lp: lp.start)
                 taken[loop.start - loop.period:loop.end] = [True] * (loop.end - loop.start + loop.period)
+            runs = failed if len(failed) < len(runs) else []
 
     def _same_type(self, a, b) -> bool:
         return self.shapes[a] == self.shapes[b] and self.dtypes[a] == self.dtypes[b]
