@@ -51,6 +51,9 @@ def emit(program: Program, reroll: bool = True) -> str:
     """The program's source; ``reroll=False`` prints every assignment (tests compare the two)."""
     kept = live_assignments(program)
     loops = find_loops(kept, program.shapes, program.dtypes) if reroll else []
+    if loops:
+        program = program.copy()  # sums over steps get symbols of their own
+        kept, totals = _sums_over_steps(program, kept, loops)
     picks = _values_read_from_loops(program, kept, loops)
     starting = {loop.start: loop for loop in loops}
     lines = [f"def {program.name}({', '.join(s.name for s in program.inputs)}):"]
@@ -62,6 +65,8 @@ def emit(program: Program, reroll: bool = True) -> str:
             position = loop.end
             continue
         sym, expr = kept[position]
+        for total, loop, offset, first, last in totals.get(position, ()) if loops else ():
+            lines.append(f"    {total.name} = jnp.sum({_stack_name(loop, offset)}[{first}:{last + 1}], axis=0)")
         lines.append(f"    {sym.name} = {_value(program, expr, program.shapes[sym], program.dtypes[sym])}")
         position += 1
     outputs = [_value(program, expr, shape, dtype) for expr, shape, dtype in program.outputs]
@@ -71,23 +76,67 @@ def emit(program: Program, reroll: bool = True) -> str:
     return HEADER + "\n".join(lines) + "\n"
 
 
+def _sums_over_steps(program, kept, loops):
+    """Sums with one term per step of a loop (the gradient of a weight every step reads) read
+    the steps' stack in one ``jnp.sum``: the source stays the same size however many steps.
+    Returns the assignments with those sums rewritten, and the sums before each position."""
+    where = _locator(kept, loops)
+    kept, totals = list(kept), {}
+    for position, (sym, expr) in enumerate(kept):
+        if not expr.is_Add or any(loop.covers(position) for loop in loops):
+            continue
+        groups: dict = {}
+        for term in expr.args:
+            found = where(term) if term.is_Symbol else None
+            if found is not None:
+                loop, iteration, offset = found
+                groups.setdefault((loop, offset), []).append((iteration, term))
+        rewritten, terms = [], set()
+        for (loop, offset), steps in groups.items():
+            iterations = sorted(i for i, _ in steps)
+            if len(steps) < 2 or iterations[-1] - iterations[0] != len(steps) - 1:
+                continue  # not one contiguous range of steps
+            stack = _stack_name(loop, offset)
+            total = sp.Symbol(f"{stack}_{iterations[0]}_{iterations[-1]}_sum", real=True)
+            program.shapes[total], program.dtypes[total] = program.shapes[sym], program.dtypes[sym]
+            loop.stacked.add(offset)
+            rewritten.append((total, loop, offset, iterations[0], iterations[-1]))
+            terms |= {t for _, t in steps}
+        if rewritten:
+            totals[position] = rewritten
+            kept[position] = (sym, sp.Add(*[t for t in expr.args if t not in terms], *[r[0] for r in rewritten]))
+    return kept, totals
+
+
+def _locator(kept, loops):
+    """symbol -> (loop, iteration, offset) for symbols a loop defines, else None."""
+    position = {sym: i for i, (sym, _) in enumerate(kept)}
+
+    def where(sym):
+        p = position.get(sym)
+        for loop in loops:
+            if p is not None and loop.covers(p):
+                return (loop, *loop.locate(p))
+        return None
+    return where
+
+
 def _values_read_from_loops(program, kept, loops) -> dict:
     """For each loop, the (iteration, offset) values that printed code reads one by one, and
     (in ``loop.stacked``) the offsets whose every step must be kept.  A loop's last carried
     values need neither: the scan returns them under their own names."""
-    position = {sym: i for i, (sym, _) in enumerate(kept)}
+    where = _locator(kept, loops)
     picks = {loop: set() for loop in loops}
     finals = {loop: {offset for _, offset in loop.carried} for loop in loops}
 
     def read(symbols, reader=None):
         for r in symbols:
-            p = position.get(r)
-            for loop in loops:
-                if loop is not reader and p is not None and loop.covers(p):
-                    iteration, offset = loop.locate(p)
-                    if not (iteration == loop.steps - 1 and offset in finals[loop]):
-                        loop.stacked.add(offset)
-                        picks[loop].add((iteration, offset))
+            found = where(r)
+            if found is not None and found[0] is not reader:
+                loop, iteration, offset = found
+                if not (iteration == loop.steps - 1 and offset in finals[loop]):
+                    loop.stacked.add(offset)
+                    picks[loop].add((iteration, offset))
 
     covered = [False] * len(kept)
     for loop in loops:

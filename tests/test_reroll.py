@@ -88,24 +88,23 @@ def test_short_runs_stay_straight_line():
 
 
 def test_rnn_with_shared_weights(torch_reference):
-    """An invariant weight read by every step, whose gradient sums one term per step."""
+    """Weights read by every step: their gradients sum one term per step, read from the
+    backward loop's stack in one sum, so the source does not grow with the steps."""
     rng = np.random.default_rng(3)
     W0, b0, h0 = rng.normal(size=(4, 4)) * 0.5, rng.normal(size=4), rng.normal(size=(2, 4))
     W, b = torch.tensor(W0, requires_grad=True), torch.tensor(b0, requires_grad=True)
-    h = torch.tensor(h0)
-    for _ in range(12):
-        h = torch.tanh(h @ W + b)
-    source, _ = backward_both_ways((h * h).sum())
-    assert "jax.lax.scan(" in source
-    loss = torch.tensor(h0)
-    for _ in range(12):
-        loss = torch.tanh(loss @ W + b)
-    (loss * loss).sum().backward()
+
+    def rnn(T, W, b, steps):
+        h = T.tensor(h0)
+        for _ in range(steps):
+            h = T.tanh(h @ W + b)
+        return (h * h).sum()
+
+    sizes = [len(backward_both_ways(rnn(torch, W, b, steps), jit=steps == 12)[0].splitlines()) for steps in (12, 40)]
+    assert sizes[0] == sizes[1]
+    rnn(torch, W, b, 12).backward()
     tW, tb = (torch_reference.tensor(v, requires_grad=True) for v in (W0, b0))
-    th = torch_reference.tensor(h0)
-    for _ in range(12):
-        th = torch_reference.tanh(th @ tW + tb)
-    (th * th).sum().backward()
+    rnn(torch_reference, tW, tb, 12).backward()
     np.testing.assert_allclose(W.grad.numpy(), tW.grad.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-10, atol=1e-12)
 
