@@ -198,3 +198,22 @@ _printer = JaxPrinter({"order": "none"})
 
 def to_jax(expr) -> str:
     return _printer.doprint(expr)
+
+
+def value_text(program, expr, shape, dtype) -> str:
+    """The source of an assignment's value in ``program``: ``to_jax`` plus what the declared
+    shape and dtype need (numbers standing for arrays become ``jnp.full``, smaller results are
+    broadcast, mixed or boolean operands cast)."""
+    if not expr.free_symbols and not isinstance(expr, F.Structural):  # a constant such as 2, log(2), E
+        value = expr if expr.is_Number else sp.Float(expr.evalf())
+        return f"jnp.full({tuple(shape)!r}, {to_jax(value)}, dtype={DTYPES[dtype]})"
+    text = to_jax(expr)
+    if isinstance(expr, sp.Symbol):
+        if program.dtypes[expr] != dtype:  # a gradient that is an integer input, say
+            text = f"jnp.asarray({text}, dtype={DTYPES[dtype]})"
+    elif not isinstance(expr, F.Structural) and (
+            dtype == "bool" or any(program.dtypes[s] != dtype for s in expr.free_symbols)):
+        text = f"jnp.asarray({text}, dtype={DTYPES[dtype]})"
+    if program.shape_of(expr) != tuple(shape):
+        text = f"jnp.broadcast_to({text}, {tuple(shape)!r})"
+    return text

@@ -8,6 +8,7 @@ back from every step) keeps its meaning.
 import jax
 import numpy as np
 import pytest
+import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ import symgrad as torch
 from codegen.emit import emit
 from codegen.reroll import MIN_STEPS
 from symgrad.engine import BackwardPlan, Walk, _value_program
+from symgrad.ir import Program
 
 
 @pytest.fixture
@@ -167,3 +169,34 @@ def test_random_cells(states, weights, cells, depth, keep, seed):
             total = total + hs[-1].sum()
     loss = total + sum(h.sum() for h in hs) if keep else sum(h.sum() for h in hs)
     backward_both_ways(loss, jit=False)
+
+
+def _chain_program(steps):
+    """A program by hand: a_k = sin(a_{k-1}); b_k = b_{k-1} * a_k + 1 (a second loop reading the
+    first one forward), and one sum over every a_k, the last (the final carry) included."""
+    program = Program("by_hand")
+    a = program.input((3,), "float64", "a")
+    b = program.input((3,), "float64", "b")
+    As = [a]
+    for _ in range(steps):
+        As.append(program.assign(sp.sin(As[-1]), (3,), "float64", "a"))
+    for k in range(1, steps + 1):
+        b = program.assign(b * As[k] + 1, (3,), "float64", "b")
+    total = program.assign(sp.Add(*As[1:]), (3,), "float64", "total")
+    program.output(total, (3,), "float64", "total")
+    program.output(b, (3,), "float64", "b")
+    return program
+
+
+def test_forward_strides_and_a_sum_that_reads_the_final_carry():
+    program = _chain_program(12)
+    rng = np.random.default_rng(5)
+    a0, b0 = rng.uniform(-1, 1, 3), rng.uniform(-1, 1, 3)
+    source, (total, b) = both_ways(program, [a0, b0])
+    assert source.count("jax.lax.scan(") == 2 and "jnp.sum(" in source
+    a, expected_total, expected_b = a0, 0, b0
+    for _ in range(12):
+        a = np.sin(a)
+        expected_total, expected_b = expected_total + a, expected_b * a + 1
+    np.testing.assert_allclose(np.asarray(total), expected_total, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(b), expected_b, rtol=1e-12)
