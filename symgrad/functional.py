@@ -22,6 +22,7 @@ import codegen.compile as programs  # a module import: codegen imports symgrad.i
 from symgrad import dtypes
 from symgrad.autodiff import reverse_mode
 from symgrad.engine import Walk
+from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad.graph import leaf
 from symgrad.ir import Program
@@ -29,23 +30,26 @@ from symgrad.tensor import Tensor
 
 
 class ValueAndGrad:
-    """``fn`` compiled to return ``(value, gradients w.r.t. argnums)``."""
+    """``fn`` compiled to return ``(value, gradients w.r.t. argnums)``; ``call`` is the function
+    users get (a plain function: calling an instance's ``__call__`` costs 0.3 µs more)."""
 
     def __init__(self, fn, argnums=0):
-        functools.update_wrapper(self, fn)
         self.fn = fn
         self.single = isinstance(argnums, int)
         self.argnums = (argnums,) if self.single else tuple(argnums)
         self._jitted: dict = {}
         self._last = None  # the CompiledProgram of the latest trace
+        arrays_only = self._arrays_only = [None, None]  # the jitted function for arrays, by grad mode
 
-    def __call__(self, *args):
-        grad_mode = is_grad_enabled()
-        for a in args:
-            if isinstance(a, Tensor):
-                return self._call_with_tensors(args, grad_mode)
-        jitted = self._jitted.get((grad_mode, None)) or self._jit(grad_mode, None)
-        return jitted(*args)
+        def call(*args):
+            grad_mode = _grad_state.enabled
+            for a in args:
+                if isinstance(a, Tensor):
+                    return self._call_with_tensors(args, grad_mode)
+            return (arrays_only[grad_mode] or self._jit(grad_mode, None))(*args)
+
+        self.call = functools.update_wrapper(call, fn)
+        call.source = self.source
 
     def _call_with_tensors(self, args, grad_mode):
         """Tensors in, Tensors out (a few µs of wrapping around the jitted call: keep it lean)."""
@@ -59,6 +63,8 @@ class ValueAndGrad:
 
     def _jit(self, grad_mode, detached):
         jitted = self._jitted[(grad_mode, detached)] = jax.jit(functools.partial(self._trace, grad_mode, detached))
+        if detached is None:
+            self._arrays_only[grad_mode] = jitted
         return jitted
 
     def _trace(self, grad_mode, detached, *arrays):
@@ -98,13 +104,14 @@ class ValueAndGrad:
         return self._last.source
 
 
-def value_and_grad(fn, argnums=0) -> ValueAndGrad:
-    return ValueAndGrad(fn, argnums)
+def value_and_grad(fn, argnums=0):
+    """``fn`` compiled to return ``(value, gradients)``; ``.source(*args)`` shows its JAX program."""
+    return ValueAndGrad(fn, argnums).call
 
 
 def grad(fn, argnums=0):
     """Like ``value_and_grad`` but returns only the gradients."""
-    compiled = ValueAndGrad(fn, argnums)
+    compiled = value_and_grad(fn, argnums)
 
     @functools.wraps(fn)
     def gradient(*args):
