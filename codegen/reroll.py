@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
 import sympy as sp
 
 MIN_STEPS = 4     # a scan pays off from a few steps on (measured: faster than the unrolled form at 10)
@@ -187,18 +188,14 @@ def _form(expr, names):
 
 def _periodic_runs(signatures):
     """(first position, period, repeats) of runs whose signatures repeat, longest coverage first."""
-    n = len(signatures)
+    sig = np.asarray(signatures)
+    n = len(sig)
     runs = []
     for period in range(1, min(MAX_PERIOD, n // (MIN_STEPS + 1)) + 1):
-        k = 0
-        while k + period < n:
-            if signatures[k] != signatures[k + period]:
-                k += 1
-                continue
-            first = k
-            while k + period < n and signatures[k] == signatures[k + period]:
-                k += 1
-            repeats = (k + period - first) // period
+        same = np.concatenate(([False], sig[:-period] == sig[period:], [False]))
+        edges = np.flatnonzero(same[1:] != same[:-1])  # starts and ends of runs of equal pairs
+        for first, end in zip(edges[::2].tolist(), edges[1::2].tolist()):
+            repeats = (end + period - first) // period
             if repeats > MIN_STEPS:
                 runs.append((first, period, repeats))
     runs.sort(key=lambda run: (-run[1] * run[2], run[1]))
