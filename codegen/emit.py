@@ -9,7 +9,7 @@ and runs that repeat (codegen.reroll) are printed once, as the body of a ``jax.l
 from __future__ import annotations
 
 from codegen.printer import value_text
-from codegen.reroll import find_loops
+from codegen.reroll import find_loops, split_step_terms
 from codegen.scan import Scans
 from symgrad.ir import Program
 
@@ -34,9 +34,14 @@ def emit(program: Program, reroll: bool = True) -> str:
     """The program's source; ``reroll=False`` prints every assignment (tests compare the two)."""
     kept = live_assignments(program)
     loops = find_loops(kept, program.shapes, program.dtypes) if reroll else []
-    scans = Scans(program.copy(), kept, loops) if loops else None  # sums over steps add symbols
-    if scans is not None:
-        program, kept = scans.program, scans.kept
+    scans = None
+    if loops:
+        program = program.copy()  # what loops need adds symbols of its own
+        split = split_step_terms(program, kept, loops)
+        if split is not None:
+            kept, loops = split, find_loops(split, program.shapes, program.dtypes)
+        scans = Scans(program, kept, loops)
+        kept = scans.kept
     starting = {loop.start: loop for loop in loops}
     lines = [f"def {program.name}({', '.join(s.name for s in program.inputs)}):"]
     position = 0

@@ -62,6 +62,39 @@ def find_loops(assignments, shapes, dtypes) -> list[Loop]:
     return _Finder(assignments, shapes, dtypes).loops
 
 
+def split_step_terms(program, assignments, loops):
+    """``assignments`` with each sum of one product per step (``g_1*s_1 + g_2*s_2 + ...``, the
+    gradient of a weight every step reads elementwise) split: each term gets an assignment of
+    its own, in step order, just before the sum.  Those assignments repeat, so a second
+    ``find_loops`` makes them a loop, and the sum one of bare symbols.  Returns None when
+    there is nothing to split.  ``program`` (a copy) takes the new symbols."""
+    position = {sym: i for i, (sym, _) in enumerate(assignments)}
+
+    def first_step_read(term):
+        reads = [position[r] for r in term.free_symbols
+                 if r in position and any(loop.covers(position[r]) for loop in loops)]
+        return min(reads) if reads else None
+
+    result, split = [], False
+    for i, (sym, expr) in enumerate(assignments):
+        if expr.is_Add and not any(loop.covers(i) for loop in loops):
+            steps = []
+            for term in expr.args:
+                first = None if term.is_Symbol else first_step_read(term)
+                if first is not None:
+                    steps.append((first, term))
+            if len(steps) > MIN_STEPS:
+                steps.sort(key=lambda step: step[0])
+                terms = [term for _, term in steps]
+                symbols = [program.assign(t, program.shape_of(t), program.dtype_of(t), "term", fold=False)
+                           for t in terms]
+                result += list(zip(symbols, terms))
+                expr = sp.Add(*[t for t in expr.args if t not in set(terms)], *symbols)
+                split = True
+        result.append((sym, expr))
+    return result if split else None
+
+
 class _Finder:
     """Candidate runs, longest first; each kept if its iterations check out."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from codegen.printer import value_text
+from codegen.printer import DTYPES, value_text
 from codegen.reroll import Loop
 
 
@@ -23,7 +23,7 @@ class Scans:
 
     def __init__(self, program, kept, loops: list[Loop]):
         """``program`` is a copy the sums over steps add their symbols to; ``kept`` its live
-        assignments, rewritten here where a sum reads a stack."""
+        assignments (``loops`` are found in them), rewritten here where a sum reads a stack."""
         self.program, self.kept, self.loops = program, list(kept), loops
         position = {sym: i for i, (sym, _) in enumerate(self.kept)}
         self._position = position
@@ -79,10 +79,13 @@ class Scans:
             totals, summed = [], set()
             for (loop, offset), steps in groups.items():
                 iterations = sorted(i for i, _ in steps)
-                if len(steps) < 2 or iterations[-1] - iterations[0] != len(steps) - 1:
-                    continue  # not one run of consecutive steps
-                total = sp.Symbol(f"{loop.symbol(0, offset).name}_{iterations[0]}_{iterations[-1]}_sum", real=True)
-                self.program.shapes[total], self.program.dtypes[total] = self.program.shapes[sym], self.program.dtypes[sym]
+                step = loop.symbol(0, offset)
+                if len(steps) < 2 or iterations[-1] - iterations[0] != len(steps) - 1 \
+                        or self.program.dtypes[step] == "bool":  # not consecutive steps; or a logical or
+                    continue
+                total = sp.Symbol(f"{step.name}_{iterations[0]}_{iterations[-1]}_sum", real=True)
+                # the sum has its terms' type; the assignment casts and broadcasts it to its own
+                self.program.shapes[total], self.program.dtypes[total] = self.program.shapes[step], self.program.dtypes[step]
                 totals.append((total, loop, offset, iterations[0], iterations[-1]))
                 summed |= {t for _, t in steps}
                 self._need(loop, offset, iterations[0], iterations[-1])
@@ -118,12 +121,13 @@ class Scans:
     # ------------------------------------------------------------------- printing
 
     def sums_before(self, position) -> list[str]:
-        return [f"    {total.name} = jnp.sum({self._range(loop, offset, first, last)}, axis=0)"
+        return [f"    {total.name} = jnp.sum({self._range(loop, offset, first, last)}, axis=0, "
+                f"dtype={DTYPES[self.program.dtypes[total]]})"  # JAX would widen an int32 sum
                 for total, loop, offset, first, last in self.sums.get(position, ())]
 
     def lines(self, loop: Loop) -> list[str]:
         """A loop as a nested body function and one ``jax.lax.scan`` call."""
-        program, name = self.program, f"loop_{self.numbers[loop]}"
+        program, name = self.program, f"loop__{self.numbers[loop]}"  # '__': no symbol of the IR is named so
         template = self.kept[loop.start:loop.start + loop.period]
         carried_in = [r.name for r, _ in loop.carried]
         carried_out = [loop.symbol(0, offset).name for _, offset in loop.carried]
@@ -139,10 +143,10 @@ class Scans:
                 slices.append(f"jnp.flip({self._range(source, offset, iteration - loop.steps + 1, iteration)}, 0)")
         lines = [(f"    # {loop.steps} steps of {loop.period} assignment{'s' if loop.period > 1 else ''}, "
                   f"printed once and run by jax.lax.scan"),
-                 f"    def {name}(carry, xs):",
-                 f"        {_tuple(carried_in)} = carry"]
+                 f"    def {name}({name}_carry, {name}_xs):",
+                 f"        {_tuple(carried_in)} = {name}_carry"]
         if read:
-            lines.append(f"        {_tuple([r.name for r in read])} = xs")
+            lines.append(f"        {_tuple([r.name for r in read])} = {name}_xs")
         for sym, expr in template:
             lines.append(f"        {sym.name} = {value_text(program, expr, program.shapes[sym], program.dtypes[sym])}")
         ys = [self._entering(loop, offset) for offset in stacked]
