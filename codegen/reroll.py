@@ -22,6 +22,7 @@ and every iteration is checked to be the template with its symbols substituted.
 """
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -57,6 +58,14 @@ class Loop:
         return self.symbols[iteration * self.period + offset]
 
 
+def loop_covering(loops: list[Loop], starts: list[int], position):
+    """The loop (of ``loops``, sorted by ``starts``) that covers ``position``, or None."""
+    if position is None:
+        return None
+    i = bisect.bisect_right(starts, position) - 1
+    return loops[i] if i >= 0 and loops[i].covers(position) else None
+
+
 def find_loops(assignments, shapes, dtypes) -> list[Loop]:
     """The loops in ``assignments`` (a live, ordered list of (symbol, expression)), by start."""
     return _Finder(assignments, shapes, dtypes).loops
@@ -69,15 +78,17 @@ def split_step_terms(program, assignments, loops):
     ``find_loops`` makes them a loop, and the sum one of bare symbols.  Returns None when
     there is nothing to split.  ``program`` (a copy) takes the new symbols."""
     position = {sym: i for i, (sym, _) in enumerate(assignments)}
+    starts = [loop.start for loop in loops]
 
     def first_step_read(term):
         reads = [position[r] for r in term.free_symbols
-                 if r in position and any(loop.covers(position[r]) for loop in loops)]
+                 if loop_covering(loops, starts, position.get(r)) is not None]
         return min(reads) if reads else None
 
     result, split = [], False
     for i, (sym, expr) in enumerate(assignments):
-        if expr.is_Add and not any(loop.covers(i) for loop in loops):
+        # a float sum: each term computed in the sum's dtype adds up as the whole sum would
+        if expr.is_Add and program.dtypes[sym].startswith("float") and loop_covering(loops, starts, i) is None:
             steps = []
             for term in expr.args:
                 first = None if term.is_Symbol else first_step_read(term)
@@ -86,7 +97,7 @@ def split_step_terms(program, assignments, loops):
             if len(steps) > MIN_STEPS:
                 steps.sort(key=lambda step: step[0])
                 terms = [term for _, term in steps]
-                symbols = [program.assign(t, program.shape_of(t), program.dtype_of(t), "term", fold=False)
+                symbols = [program.assign(t, program.shape_of(t), program.dtypes[sym], "term", fold=False)
                            for t in terms]
                 result += list(zip(symbols, terms))
                 expr = sp.Add(*[t for t in expr.args if t not in set(terms)], *symbols)
@@ -102,21 +113,48 @@ class _Finder:
         self.assignments, self.shapes, self.dtypes = assignments, shapes, dtypes
         self.position = {sym: i for i, (sym, _) in enumerate(assignments)}
         self.loops: list[Loop] = []
-        taken = [False] * len(assignments)
+        self.starts: list[int] = []
+        self.taken = [False] * len(assignments)
         runs = _periodic_runs(self._signatures())
-        while runs:  # a run may read an earlier loop found after it: retry the rest after each find
-            failed = []
-            for first, period, repeats in runs:
-                if any(taken[first:first + period * repeats]):
-                    continue
-                loop = self._longest(first, period, repeats)
-                if loop is None:
-                    failed.append((first, period, repeats))
-                    continue
-                self.loops.append(loop)
-                self.loops.sort(key=lambda lp: lp.start)
-                taken[loop.start - loop.period:loop.end] = [True] * (loop.end - loop.start + loop.period)
-            runs = failed if len(failed) < len(runs) else []
+        while runs:  # a run may read a loop found after it: retry the rest after each find
+            found, failed = len(self.loops), []
+            for run in runs:
+                parts = self._untaken(*run)
+                while parts:
+                    first, period, repeats = parts.pop()
+                    loop = self._longest(first, period, repeats)
+                    if loop is None:
+                        failed.append((first, period, repeats))
+                        continue
+                    self._keep(loop)
+                    rest = (first + period * repeats - loop.end) // period
+                    if rest > MIN_STEPS:  # the run goes on differently (another weight): try the rest now
+                        parts.append((loop.end, period, rest))
+            runs = failed if len(self.loops) > found else []
+
+    def _untaken(self, first, period, repeats):
+        """The parts of a run that no loop has taken, as runs of their own."""
+        taken, end, parts = self.taken, first + period * repeats, []
+        if not any(taken[first:end]):
+            return [(first, period, repeats)]
+        i = first
+        while i < end:
+            if taken[i]:
+                i += 1
+                continue
+            j = i
+            while j < end and not taken[j]:
+                j += 1
+            if (j - i) // period > MIN_STEPS:
+                parts.append((i, period, (j - i) // period))
+            i = j
+        return parts
+
+    def _keep(self, loop):
+        i = bisect.bisect_left(self.starts, loop.start)
+        self.loops.insert(i, loop)
+        self.starts.insert(i, loop.start)
+        self.taken[loop.start - loop.period:loop.end] = [True] * (loop.end - loop.start + loop.period)
 
     def _same_type(self, a, b) -> bool:
         return self.shapes[a] == self.shapes[b] and self.dtypes[a] == self.dtypes[b]
@@ -179,13 +217,13 @@ class _Finder:
         """How ``r`` moves from one step to the next when it lies in an earlier loop: one
         iteration forward or back through it, if the next step reads that symbol."""
         p = self.position.get(r)
-        for loop in self.loops:
-            if p is not None and loop.covers(p):
-                iteration, offset = loop.locate(p)
-                for direction in (1, -1):
-                    following = iteration + direction
-                    if 0 <= following < loop.steps and loop.symbol(following, offset) in later:
-                        return loop, offset, iteration, direction
+        loop = loop_covering(self.loops, self.starts, p)
+        if loop is not None:
+            iteration, offset = loop.locate(p)
+            for direction in (1, -1):
+                following = iteration + direction
+                if 0 <= following < loop.steps and loop.symbol(following, offset) in later:
+                    return loop, offset, iteration, direction
         return None
 
     def _matching_steps(self, start, period, steps, strided) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sympy as sp
 
 from codegen.printer import DTYPES, value_text
-from codegen.reroll import Loop
+from codegen.reroll import Loop, loop_covering
 
 
 class Scans:
@@ -26,7 +26,7 @@ class Scans:
         assignments (``loops`` are found in them), rewritten here where a sum reads a stack."""
         self.program, self.kept, self.loops = program, list(kept), loops
         position = {sym: i for i, (sym, _) in enumerate(self.kept)}
-        self._position = position
+        self._position, self._starts = position, [loop.start for loop in loops]
         self.numbers = {loop: i + 1 for i, loop in enumerate(loops)}
         self.finals = {loop: {offset: r for r, offset in loop.carried} for loop in loops}
         self.stacked = {loop: set() for loop in loops}
@@ -41,10 +41,8 @@ class Scans:
     def locate(self, sym):
         """(loop, iteration, offset) of a symbol a loop defines, else None."""
         p = self._position.get(sym)
-        for loop in self.loops:
-            if p is not None and loop.covers(p):
-                return (loop, *loop.locate(p))
-        return None
+        loop = loop_covering(self.loops, self._starts, p)
+        return None if loop is None else (loop, *loop.locate(p))
 
     def _need(self, loop, offset, first, last):
         """Steps ``first`` .. ``last`` of ``offset`` are read from its stack."""
@@ -68,7 +66,7 @@ class Scans:
         """Sums with one term per step of a loop (the gradient of a weight every step reads)
         become one ``jnp.sum`` over the stack: the source keeps its size however many steps."""
         for position, (sym, expr) in enumerate(self.kept):
-            if not expr.is_Add or any(loop.covers(position) for loop in self.loops):
+            if not expr.is_Add or loop_covering(self.loops, self._starts, position) is not None:
                 continue
             groups: dict = {}
             for term in expr.args:
