@@ -158,27 +158,14 @@ class JaxPrinter(StrPrinter):
         x, classes, dtype = expr.args
         return f"jax.nn.one_hot({self._print(x)}, {int(classes)}, dtype={DTYPES[str(dtype)]})"
 
-    def _index_text(self, spec) -> str:
-        items = []
-        for item in spec:
-            kind = int(item[0])
-            if kind == 0:
-                items.append(str(int(item[1])))
-            elif kind == 1:
-                start, stop, step = (int(v) for v in item[1:])
-                items.append(f"{start}:{stop}" + (f":{step}" if step != 1 else ""))
-            else:
-                items.append("None")
-        return ", ".join(items) + ("," if len(items) == 1 else "")
-
     def _print_Index(self, expr):
         x, spec = expr.args
-        return f"{self._print(x)}[{self._index_text(spec)}]"
+        return f"{self._print(x)}[{F.index_text(spec)}]"
 
     def _print_IndexAdd(self, expr):
         g, spec, shape = expr.args
         g = self._print(g)
-        return f"jnp.zeros({_axes(shape)}, dtype={g}.dtype).at[{self._index_text(spec)}].add({g})"
+        return f"jnp.zeros({_axes(shape)}, dtype={g}.dtype).at[{F.index_text(spec)}].add({g})"
 
     def _print_StopGradient(self, expr):
         return f"jax.lax.stop_gradient({self._print(expr.args[0])})"

@@ -381,6 +381,21 @@ def python_index(spec) -> tuple:
     return tuple(items)
 
 
+def index_text(spec) -> str:
+    """An index spec as Python writes it between brackets: ``2, 0:3, None`` (also JAX's)."""
+    items = []
+    for item in spec:
+        kind = int(item[0])
+        if kind == 0:
+            items.append(str(int(item[1])))
+        elif kind == 1:
+            start, stop, step = (int(v) for v in item[1:])
+            items.append(f"{start}:{stop}" + (f":{step}" if step != 1 else ""))
+        else:
+            items.append("None")
+    return ", ".join(items) + ("," if len(items) == 1 else "")
+
+
 def index_shape(shape, spec) -> tuple:
     out, d = [], 0
     for item in spec:
@@ -400,6 +415,9 @@ class Index(Structural):
 
     display = "index"
 
+    def _display_args(self, printer):
+        return [printer._print(self.args[0]), f"[{index_text(self.args[1])}]"]
+
     def shape(self, shape_of):
         return index_shape(shape_of(self.args[0]), self.args[1])
 
@@ -413,6 +431,9 @@ class IndexAdd(Structural):
     """``zeros(shape).at[index].add(g)``: where an index's cotangent goes back to."""
 
     display = "index_add"
+
+    def _display_args(self, printer):
+        return [printer._print(self.args[0]), f"[{index_text(self.args[1])}]", repr(_ints(self.args[2]))]
 
     def shape(self, shape_of):
         return _ints(self.args[2])
