@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
+from symgrad.ir.functions import Index, IndexAdd
+
 MIN_STEPS = 4     # a scan pays off from a few steps on (measured: faster than the unrolled form at 10)
 MAX_PERIOD = 64   # assignments per iteration looked for
 
@@ -41,6 +43,7 @@ class Loop:
     carried: list       # (symbol read from the iteration before the template, offset that defines its successor)
     strided: dict       # template's symbol -> (earlier loop, offset in it, iteration read by the template, +1/-1)
     symbols: list       # the symbols the loop defines, step after step
+    moving: dict = field(default_factory=dict)  # offset -> (first index, index step): x[t] reads, their gradients
     stacked: set = field(default_factory=set)  # offsets whose values are needed outside, one per step
 
     @property
@@ -164,8 +167,8 @@ class _Finder:
         the shape and dtype of the result and of each symbol read, and the expression's form."""
         interned: dict = {}
         typed = {s: (shape, self.dtypes[s]) for s, shape in self.shapes.items()}
-        return [interned.setdefault((self.shapes[sym], self.dtypes[sym], _form(expr, typed)), len(interned))
-                for sym, expr in self.assignments]
+        return [interned.setdefault((self.shapes[sym], self.dtypes[sym], _form(expr, typed, moving=True)),
+                                    len(interned)) for sym, expr in self.assignments]
 
     def _longest(self, first, period, repeats):
         """The longest loop in a periodic run, trying each phase; None if none is long enough."""
@@ -186,10 +189,13 @@ class _Finder:
         and the step after it; ``_matching_steps`` then checks every step against that."""
         assignments, position = self.assignments, self.position
         prefix = start - period
-        carried, strided = {}, {}
+        carried, strided, moving = {}, {}, {}
         for offset in range(period):
             template = assignments[start + offset][1]
             following = assignments[start + period + offset][1]
+            index, next_index = moving_index(template), moving_index(following)
+            if index is not None and next_index is not None and next_index != index:
+                moving[offset] = (index, next_index - index)
             near = {}  # symbols of the prefix and the template -> their successors one step on
             for r in template.free_symbols:
                 p = position.get(r, -1)
@@ -203,15 +209,20 @@ class _Finder:
                 if stride is None:
                     return None
                 strided[r] = stride
+        for offset in moving:  # x in x[t] must be the same array at every step: the scan slices it
+            expr = assignments[start + offset][1]
+            if isinstance(expr, Index) and (position.get(expr.args[0], -1) >= prefix or expr.args[0] in strided):
+                return None
         if not all(self._same_type(r, assignments[start + offset][0]) for r, offset in carried.items()):
             return None  # the initial carry must have the type of what follows it
         for loop, _, iteration, direction in strided.values():  # stay inside the stacks read
             steps = min(steps, loop.steps - iteration if direction > 0 else iteration + 1)
-        steps = self._matching_steps(start, period, steps, strided)
+        steps = self._matching_steps(start, period, steps, strided, moving)
         if steps < MIN_STEPS:
             return None
         symbols = [sym for sym, _ in assignments[start:start + period * steps]]
-        return Loop(start, period, steps, sorted(carried.items(), key=lambda item: item[1]), strided, symbols)
+        return Loop(start, period, steps, sorted(carried.items(), key=lambda item: item[1]), strided, symbols,
+                    moving)
 
     def _stride(self, r, later):
         """How ``r`` moves from one step to the next when it lies in an earlier loop: one
@@ -226,7 +237,7 @@ class _Finder:
                     return loop, offset, iteration, direction
         return None
 
-    def _matching_steps(self, start, period, steps, strided) -> int:
+    def _matching_steps(self, start, period, steps, strided, moving) -> int:
         """How many steps from the template on are the template with its symbols moved on."""
         assignments = self.assignments
         template = assignments[start:start + period]
@@ -238,15 +249,35 @@ class _Finder:
                 moved[r] = loop.symbol(iteration + direction * step, offset)
             for offset, (sym, expr) in enumerate(template):
                 other, other_expr = assignments[start + step * period + offset]
-                if not self._same_type(sym, other) or _form(expr, moved) != _form(other_expr, {}):
+                if offset in moving:
+                    first, by = moving[offset]
+                    if moving_index(other_expr) != first + by * step \
+                            or _form(expr, moved, moving=True) != _form(other_expr, {}, moving=True):
+                        return step
+                elif _form(expr, moved) != _form(other_expr, {}):
+                    return step
+                if not self._same_type(sym, other):
                     return step
         return steps
 
 
-def _form(expr, names):
+def moving_index(expr):
+    """``t`` of ``x[t]`` (an Index by one integer) or of its gradient ``zeros.at[t].add(g)``: an
+    index that may move by a fixed step from one step of a loop to the next (an RNN reading
+    its input sequence).  None for anything else."""
+    if isinstance(expr, (Index, IndexAdd)) and expr.args[0].is_Symbol:
+        spec = expr.args[1]
+        if len(spec) == 1 and int(spec[0][0]) == 0 and int(spec[0][1]) >= 0:
+            return int(spec[0][1])
+    return None
+
+
+def _form(expr, names, moving=False):
     """A hashable description of ``expr``, its symbols replaced as ``names`` says: equal for two
     expressions that compute the same thing, whatever order SymPy gave the terms of a sum or a
-    product (it orders them by symbol name)."""
+    product (it orders them by symbol name).  ``moving``: a moving index is left out."""
+    if moving and moving_index(expr) is not None:
+        return expr.func, names.get(expr.args[0], expr.args[0]), tuple(expr.args[2:])
     if expr.is_Symbol:
         return names.get(expr, expr)
     if not expr.args:

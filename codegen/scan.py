@@ -16,6 +16,7 @@ import sympy as sp
 
 from codegen.printer import DTYPES, value_text
 from codegen.reroll import Loop, loop_covering
+from symgrad.ir.functions import Index, IndexAdd
 
 
 class Scans:
@@ -33,8 +34,10 @@ class Scans:
         self.last_stacked = {loop: set() for loop in loops}  # carried offsets stacked as computed
         self.picks = {loop: set() for loop in loops}
         self.sums: dict = {}  # position -> [(total symbol, loop, offset, first, last)]
+        self._strided_reads: set = set()  # (loop, offset) read by a later loop's steps
         self._rewrite_sums()
         self._find_reads()
+        self.rows = {loop: self._row_offsets(loop) for loop in loops}
 
     # ----------------------------------------------------------------- where values are
 
@@ -101,6 +104,7 @@ class Scans:
             for source, offset, iteration, direction in loop.strided.values():
                 end = iteration + direction * (loop.steps - 1)
                 self._need(source, offset, min(iteration, end), max(iteration, end))
+                self._strided_reads.add((source, offset))
         for i, (_, expr) in enumerate(self.kept):
             if not covered[i]:
                 self._read(expr.free_symbols)
@@ -116,12 +120,38 @@ class Scans:
                     self.picks[loop].add((iteration, offset))
                     self._need(loop, offset, iteration, iteration)
 
+    def _row_offsets(self, loop) -> set:
+        """Offsets of ``zeros.at[t].add(g)`` (the gradient of ``x[t]``) whose steps are kept as
+        their rows ``g``, not as arrays of ``x``'s size each: those the loop's body does not
+        read itself and no later loop reads step by step."""
+        template = self.kept[loop.start:loop.start + loop.period]
+        read_inside = set().union(*(expr.free_symbols for _, expr in template))
+        return {offset for offset in loop.moving
+                if isinstance(template[offset][1], IndexAdd) and template[offset][0] not in read_inside
+                and (loop, offset) not in self._strided_reads}
+
+    def _scattered(self, loop, offset, first, last) -> str:
+        """Steps ``first`` .. ``last`` of a row-stacked gradient, added up: one scatter."""
+        sym = loop.symbol(0, offset)
+        start, by = loop.moving[offset]
+        zeros = f"jnp.zeros({self.program.shapes[sym]!r}, dtype={DTYPES[self.program.dtypes[sym]]})"
+        rows = f"{sym.name}__rows[{first}:{last + 1}]"
+        lo, hi = sorted((start + by * first, start + by * last))
+        if by < 0:
+            rows = f"jnp.flip({rows}, 0)"
+        return f"{zeros}.at[{lo}:{hi + 1}{'' if abs(by) == 1 else f':{abs(by)}'}].add({rows})"
+
     # ------------------------------------------------------------------- printing
 
     def sums_before(self, position) -> list[str]:
-        return [f"    {total.name} = jnp.sum({self._range(loop, offset, first, last)}, axis=0, "
-                f"dtype={DTYPES[self.program.dtypes[total]]})"  # JAX would widen an int32 sum
-                for total, loop, offset, first, last in self.sums.get(position, ())]
+        lines = []
+        for total, loop, offset, first, last in self.sums.get(position, ()):
+            if offset in self.rows[loop]:
+                lines.append(f"    {total.name} = {self._scattered(loop, offset, first, last)}")
+            else:  # dtype: JAX would widen an int32 sum
+                lines.append(f"    {total.name} = jnp.sum({self._range(loop, offset, first, last)}, axis=0, "
+                             f"dtype={DTYPES[self.program.dtypes[total]]})")
+        return lines
 
     def lines(self, loop: Loop) -> list[str]:
         """A loop as a nested body function and one ``jax.lax.scan`` call."""
@@ -139,27 +169,47 @@ class Scans:
                 slices.append(self._range(source, offset, iteration, iteration + loop.steps - 1))
             else:
                 slices.append(f"jnp.flip({self._range(source, offset, iteration - loop.steps + 1, iteration)}, 0)")
+        sequence = [offset for offset in sorted(loop.moving) if isinstance(template[offset][1], Index)]
+        for offset in sequence:  # x[t] for t moving on: the scan slices x
+            slices.append(self._sequence(loop, offset, template[offset][1].args[0]))
         lines = [(f"    # {loop.steps} steps of {loop.period} assignment{'s' if loop.period > 1 else ''}, "
                   f"printed once and run by jax.lax.scan"),
                  f"    def {name}({name}_carry, {name}_xs):",
                  f"        {_tuple(carried_in)} = {name}_carry"]
-        if read:
-            lines.append(f"        {_tuple([r.name for r in read])} = {name}_xs")
-        for sym, expr in template:
-            lines.append(f"        {sym.name} = {value_text(program, expr, program.shapes[sym], program.dtypes[sym])}")
+        if slices:
+            bound = [r.name for r in read] + [template[offset][0].name for offset in sequence]
+            lines.append(f"        {_tuple(bound)} = {name}_xs")
+        for offset, (sym, expr) in enumerate(template):
+            if offset not in sequence and offset not in self.rows[loop]:
+                lines.append(f"        {sym.name} = {value_text(program, expr, program.shapes[sym], program.dtypes[sym])}")
         ys = [self._entering(loop, offset) for offset in stacked]
         lines.append(f"        return {_tuple(carried_out)}, {_tuple(ys) if ys else 'None'}")
-        stacks = _tuple([self._slot(loop, offset, 0)[0] for offset in stacked]) if stacked else "_"
+        stacks = _tuple([f"{loop.symbol(0, offset).name}__rows" if offset in self.rows[loop]
+                         else self._slot(loop, offset, 0)[0] for offset in stacked]) if stacked else "_"
         xs = _tuple(slices) if slices else "None"
         lines.append(f"    {_tuple(finals)}, {stacks} = jax.lax.scan({name}, {_tuple(carried_in)}, {xs}, "
                      f"length={loop.steps})")
         for iteration, offset in sorted(self.picks[loop]):
-            stack, index = self._slot(loop, offset, iteration)
-            lines.append(f"    {loop.symbol(iteration, offset).name} = {stack}[{index}]")
+            if offset in self.rows[loop]:
+                value = self._scattered(loop, offset, iteration, iteration)
+            else:
+                stack, index = self._slot(loop, offset, iteration)
+                value = f"{stack}[{index}]"
+            lines.append(f"    {loop.symbol(iteration, offset).name} = {value}")
         return lines
 
+    def _sequence(self, loop, offset, source) -> str:
+        """``source[t]`` for the loop's steps, as one slice (reversed when t counts down)."""
+        start, by = loop.moving[offset]
+        lo, hi = sorted((start, start + by * (loop.steps - 1)))
+        rows = f"{source.name}[{lo}:{hi + 1}{'' if abs(by) == 1 else f':{abs(by)}'}]"
+        return rows if by > 0 else f"jnp.flip({rows}, 0)"
+
     def _entering(self, loop, offset) -> str:
-        """What the body stacks for ``offset``: the carry as it enters, or the value computed."""
+        """What the body stacks for ``offset``: the carry as it enters, the value computed, or
+        (for a gradient of ``x[t]``) its row."""
+        if offset in self.rows[loop]:
+            return self.kept[loop.start + offset][1].args[0].name
         if offset in self.finals[loop] and offset not in self.last_stacked[loop]:
             return self.finals[loop][offset].name
         return loop.symbol(0, offset).name

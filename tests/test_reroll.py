@@ -201,3 +201,37 @@ def test_forward_strides_and_a_sum_that_reads_the_final_carry():
         expected_total, expected_b = expected_total + a, expected_b * a + 1
     np.testing.assert_allclose(np.asarray(total), expected_total, rtol=1e-12)
     np.testing.assert_allclose(np.asarray(b), expected_b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("order", ["forward", "backward", "every other"])
+def test_rnn_over_a_sequence(torch_reference, order):
+    """h = tanh(h @ W + X[t] @ U + b): X[t] moves one row (or two) per step.  The scan takes
+    X's rows as a slice, and X's gradient, one row per step, is scattered back in one add."""
+    rng = np.random.default_rng(6)
+    X0, W0, U0, b0 = rng.normal(size=(40, 2, 3)), rng.normal(size=(4, 4)) * 0.5, rng.normal(size=(3, 4)), rng.normal(size=4)
+
+    def rnn(T, X, W, U, b, steps):
+        times = {"forward": range(steps), "backward": range(steps - 1, -1, -1),
+                 "every other": range(0, 2 * (steps // 2), 2)}[order]
+        h = T.zeros(2, 4, dtype=T.float64)
+        for t in times:
+            h = T.tanh(h @ W + X[t] @ U + b)
+        return (h * h).sum()
+
+    ours = [torch.tensor(v, requires_grad=True) for v in (X0, W0, U0, b0)]
+    sizes = [len(backward_both_ways(rnn(torch, *ours, steps), jit=steps == 40)[0].splitlines()) for steps in (16, 40)]
+    assert sizes[0] == sizes[1]
+    rnn(torch, *ours, 40).backward()
+    theirs = [torch_reference.tensor(v, requires_grad=True) for v in (X0, W0, U0, b0)]
+    rnn(torch_reference, *theirs, 40).backward()
+    for mine, reference in zip(ours, theirs):
+        np.testing.assert_allclose(mine.grad.numpy(), reference.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_a_sequence_read_from_a_value_the_steps_change_is_not_sliced():
+    """h[t] of the carried h itself: not an input sequence, so no slice of it is taken."""
+    x = leaf(np.random.default_rng(7), 8, 3)
+    h = x
+    for t in range(8):
+        h = h * 0.9 + torch.sin(h[t])
+    backward_both_ways(h.sum(), jit=False)

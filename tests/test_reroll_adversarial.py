@@ -743,10 +743,8 @@ def test_source_of_a_second_order_recurrence_gradient_does_not_grow():
     assert sizes[0] == sizes[1]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "performance: an RNN over a sequence (h = tanh(h @ W + X[t] @ U + b)) is never rerolled: each step's "
-    "X[t] is an Index assignment with its own constant t, so no two steps have the same signature; reading "
-    "an input one index further at every step is not a stride the finder knows"))
+# Found in review (X[t] with t moving on was not a loop: no two steps had the same signature); fixed:
+# moving indices (codegen.reroll.moving_index) are sliced into the scan and their gradients scattered back.
 def test_rnn_over_a_sequence_is_rerolled():
     rng = np.random.default_rng(40)
     X, W, U, b, h0 = (symgrad.tensor(a, requires_grad=True) for a in (
