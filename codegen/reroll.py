@@ -17,6 +17,9 @@ first one (the *template*) with every symbol it reads replaced consistently:
 * *strided*: one step further (or back) at every step through an earlier loop's iterations:
   the backward loop reading the forward loop's values, fed to the scan as sliced stacks.
 
+and an assignment may be ``x[t]`` (or its gradient, ``zeros.at[t].add(g)``) with ``t`` *moving*
+by a fixed step: an RNN reading its input sequence row by row.
+
 Nothing is assumed from names: candidate runs come from a name-free signature per assignment
 and every iteration is checked to be the template with its symbols substituted.
 """
@@ -44,7 +47,6 @@ class Loop:
     strided: dict       # template's symbol -> (earlier loop, offset in it, iteration read by the template, +1/-1)
     symbols: list       # the symbols the loop defines, step after step
     moving: dict = field(default_factory=dict)  # offset -> (first index, index step): x[t] reads, their gradients
-    stacked: set = field(default_factory=set)  # offsets whose values are needed outside, one per step
 
     @property
     def end(self) -> int:
