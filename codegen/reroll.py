@@ -105,7 +105,8 @@ def split_step_terms(program, assignments, loops):
                 symbols = [program.assign(t, program.shape_of(t), program.dtypes[sym], "term", fold=False)
                            for t in terms]
                 result += list(zip(symbols, terms))
-                expr = sp.Add(*[t for t in expr.args if t not in set(terms)], *symbols)
+                split_off = set(terms)
+                expr = sp.Add(*[t for t in expr.args if t not in split_off], *symbols)
                 split = True
         result.append((sym, expr))
     return result if split else None
