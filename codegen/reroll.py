@@ -35,7 +35,7 @@ import sympy as sp
 from symgrad.ir.functions import Index, IndexAdd
 
 MIN_STEPS = 4     # a scan pays off from a few steps on (measured: faster than the unrolled form at 10)
-MAX_PERIOD = 64   # assignments per iteration looked for
+MAX_PERIOD = 256  # assignments per iteration looked for (a 3-layer LSTM's backward step has ~80)
 
 
 @dataclass(eq=False)
@@ -118,6 +118,7 @@ class _Finder:
     def __init__(self, assignments, shapes, dtypes):
         self.assignments, self.shapes, self.dtypes = assignments, shapes, dtypes
         self.position = {sym: i for i, (sym, _) in enumerate(assignments)}
+        self._forms: dict = {}  # (position, moving) -> the assignment's own form, made once
         self.loops: list[Loop] = []
         self.starts: list[int] = []
         self.taken = [False] * len(assignments)
@@ -128,7 +129,7 @@ class _Finder:
                 parts = self._untaken(*run)
                 while parts:
                     first, period, repeats = parts.pop()
-                    loop = self._longest(first, period, repeats)
+                    loop = self._loop_in(first, period, repeats)
                     if loop is None:
                         failed.append((first, period, repeats))
                         continue
@@ -162,6 +163,13 @@ class _Finder:
         self.starts.insert(i, loop.start)
         self.taken[loop.start - loop.period:loop.end] = [True] * (loop.end - loop.start + loop.period)
 
+    def _own_form(self, position, moving):
+        key = (position, moving)
+        form = self._forms.get(key)
+        if form is None:
+            form = self._forms[key] = _form(self.assignments[position][1], {}, moving=moving)
+        return form
+
     def _same_type(self, a, b) -> bool:
         return self.shapes[a] == self.shapes[b] and self.dtypes[a] == self.dtypes[b]
 
@@ -173,17 +181,17 @@ class _Finder:
         return [interned.setdefault((self.shapes[sym], self.dtypes[sym], _form(expr, typed, moving=True)),
                                     len(interned)) for sym, expr in self.assignments]
 
-    def _longest(self, first, period, repeats):
-        """The longest loop in a periodic run, trying each phase; None if none is long enough."""
-        best = None
+    def _loop_in(self, first, period, repeats):
+        """The loop at the first phase of a periodic run that gives one (the run's rest, if the
+        loop stops early, is tried again by the caller); None if no phase gives a long enough one."""
         for phase in range(period):
             steps = (period * repeats - phase) // period - 1  # the run's first iteration is the prefix
             if steps < MIN_STEPS:
-                break
+                return None
             loop = self._loop_at(first + phase + period, period, steps)
-            if loop is not None and (best is None or loop.steps > best.steps):
-                best = loop
-        return best
+            if loop is not None:
+                return loop
+        return None
 
     def _loop_at(self, start, period, steps):
         """The loop whose template starts at ``start``, with as many of ``steps`` as check out.
@@ -252,12 +260,13 @@ class _Finder:
                 moved[r] = loop.symbol(iteration + direction * step, offset)
             for offset, (sym, expr) in enumerate(template):
                 other, other_expr = assignments[start + step * period + offset]
+                position = start + step * period + offset
                 if offset in moving:
                     first, by = moving[offset]
                     if moving_index(other_expr) != first + by * step \
-                            or _form(expr, moved, moving=True) != _form(other_expr, {}, moving=True):
+                            or _form(expr, moved, moving=True) != self._own_form(position, True):
                         return step
-                elif _form(expr, moved) != _form(other_expr, {}):
+                elif _form(expr, moved) != self._own_form(position, False):
                     return step
                 if not self._same_type(sym, other):
                     return step

@@ -235,3 +235,25 @@ def test_a_sequence_read_from_a_value_the_steps_change_is_not_sliced():
     for t in range(8):
         h = h * 0.9 + torch.sin(h[t])
     backward_both_ways(h.sum(), jit=False)
+
+
+def test_a_step_of_many_assignments():
+    """Three stacked LSTM layers: 52 assignments per forward step and 78 per backward step."""
+    rng = np.random.default_rng(8)
+    shapes = [((3 if layer == 0 else 4, 16), (4, 16), (16,)) for layer in range(3)]
+    params = [[leaf(rng, *shape) for shape in layer] for layer in shapes]
+
+    def lstm(X):
+        hs = [torch.zeros(2, 4, dtype=torch.float64) for _ in range(3)]
+        cs = [torch.zeros(2, 4, dtype=torch.float64) for _ in range(3)]
+        for t in range(X.shape[0]):
+            inp = X[t]
+            for layer, (Wx, Wh, b) in enumerate(params):
+                z = inp @ Wx + hs[layer] @ Wh + b
+                i, f, o = torch.sigmoid(z[:, :4]), torch.sigmoid(z[:, 4:8]), torch.sigmoid(z[:, 12:])
+                cs[layer] = f * cs[layer] + i * torch.tanh(z[:, 8:12])
+                hs[layer] = inp = o * torch.tanh(cs[layer])
+        return (hs[-1] * hs[-1]).sum()
+
+    sizes = [len(backward_both_ways(lstm(leaf(rng, steps, 2, 3)), jit=False)[0].splitlines()) for steps in (8, 16)]
+    assert sizes[0] == sizes[1]
