@@ -178,8 +178,9 @@ class Scans:
             slices.append(self._sequence(loop, offset, template[offset][1].args[0]))
         lines = [(f"    # {loop.steps} steps of {loop.period} assignment{'s' if loop.period > 1 else ''}, "
                   f"printed once and run by jax.lax.scan"),
-                 f"    def {name}({name}_carry, {name}_xs):",
-                 f"        {_tuple(carried_in)} = {name}_carry"]
+                 f"    def {name}({name}_carry, {name}_xs):"]
+        if carried_in:
+            lines.append(f"        {_tuple(carried_in)} = {name}_carry")
         if slices:
             bound = [r.name for r in read] + [template[offset][0].name for offset in sequence]
             lines.append(f"        {_tuple(bound)} = {name}_xs")
@@ -191,7 +192,7 @@ class Scans:
         stacks = _tuple([f"{loop.symbol(0, offset).name}__rows" if offset in self.rows[loop]
                          else self._slot(loop, offset, 0)[0] for offset in stacked]) if stacked else "_"
         xs = _tuple(slices) if slices else "None"
-        lines.append(f"    {_tuple(finals)}, {stacks} = jax.lax.scan({name}, {_tuple(carried_in)}, {xs}, "
+        lines.append(f"    {_tuple(finals) if finals else '_'}, {stacks} = jax.lax.scan({name}, {_tuple(carried_in)}, {xs}, "
                      f"length={loop.steps})")
         for iteration, offset in sorted(self.picks[loop]):
             if offset in self.rows[loop]:
