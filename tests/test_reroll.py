@@ -61,21 +61,29 @@ def leaf(rng, *shape):
     return torch.tensor(rng.uniform(-1, 1, shape), requires_grad=True)
 
 
+def chain_against_torch(reference, values, depth):
+    """``chain(depth)`` of ``values`` with symgrad (its loss and leaf) and with the reference
+    module (its loss and leaf), both after ``backward``."""
+    results = []
+    for T in (torch, reference):
+        x = T.tensor(values, requires_grad=True)
+        h = x
+        for _ in range(depth):
+            h = T.sin(h) * h + 0.5
+        loss = h.sum()
+        loss.backward()
+        results.append((loss, x))
+    return results
+
+
 def test_chain_is_one_loop_each_way_and_matches_torch(torch_reference):
-    rng = np.random.default_rng(0)
-    values = rng.uniform(-1, 1, 7)
-    x = torch.tensor(values, requires_grad=True)
+    values = np.random.default_rng(0).uniform(-1, 1, 7)
+    x = torch.tensor(values, requires_grad=True)  # kept alive: .grad is filled only for live tensors
     source, _ = backward_both_ways(chain(40, x).sum())
     assert source.count("jax.lax.scan(") == 2  # the forward, and the backward reading it in reverse
-    loss = chain(40, x).sum()
-    loss.backward()
-    t = torch_reference.tensor(values, requires_grad=True)
-    h = t
-    for _ in range(40):
-        h = torch_reference.sin(h) * h + 0.5
-    h.sum().backward()
-    np.testing.assert_allclose(loss.item(), h.sum().item(), rtol=1e-12)
-    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-12)
+    (loss, ours), (reference_loss, theirs) = chain_against_torch(torch_reference, values, 40)
+    np.testing.assert_allclose(loss.item(), reference_loss.item(), rtol=1e-12)
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-10, atol=1e-12)
 
 
 def test_source_size_does_not_grow_with_depth():
