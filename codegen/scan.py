@@ -140,10 +140,9 @@ class Scans:
         start, by = loop.moving[offset]
         zeros = f"jnp.zeros({self.program.shapes[sym]!r}, dtype={DTYPES[self.program.dtypes[sym]]})"
         rows = f"{sym.name}__rows[{first}:{last + 1}]"
-        lo, hi = sorted((start + by * first, start + by * last))
         if by < 0:
             rows = f"jnp.flip({rows}, 0)"
-        return f"{zeros}.at[{lo}:{hi + 1}{'' if abs(by) == 1 else f':{abs(by)}'}].add({rows})"
+        return f"{zeros}.at[{_indices(start + by * first, by, last - first + 1)}].add({rows})"
 
     # ------------------------------------------------------------------- printing
 
@@ -206,8 +205,7 @@ class Scans:
     def _sequence(self, loop, offset, source) -> str:
         """``source[t]`` for the loop's steps, as one slice (reversed when t counts down)."""
         start, by = loop.moving[offset]
-        lo, hi = sorted((start, start + by * (loop.steps - 1)))
-        rows = f"{source.name}[{lo}:{hi + 1}{'' if abs(by) == 1 else f':{abs(by)}'}]"
+        rows = f"{source.name}[{_indices(start, by, loop.steps)}]"
         return rows if by > 0 else f"jnp.flip({rows}, 0)"
 
     def _entering(self, loop, offset) -> str:
@@ -218,6 +216,13 @@ class Scans:
         if offset in self.finals[loop] and offset not in self.last_stacked[loop]:
             return self.finals[loop][offset].name
         return loop.symbol(0, offset).name
+
+
+def _indices(start, by, count) -> str:
+    """The slice holding indices ``start``, ``start + by``, ... (``count`` of them) in increasing
+    order; callers flip what they take or put there when ``by`` is negative."""
+    lo, hi = sorted((start, start + by * (count - 1)))
+    return f"{lo}:{hi + 1}" + ("" if abs(by) == 1 else f":{abs(by)}")
 
 
 def _tuple(names) -> str:
