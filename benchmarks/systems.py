@@ -45,7 +45,4 @@ def torch_threads(torch, n: int):
 def ready(tensor):
     """Wait for a symgrad tensor's value (JAX dispatches asynchronously)."""
     import jax
-    node = tensor._node
-    if node.value is None:
-        tensor._value()
-    return jax.block_until_ready(node.value)
+    return jax.block_until_ready(tensor._value())

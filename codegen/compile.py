@@ -7,11 +7,13 @@ phase is kept in ``stats`` so growth with graph size is visible.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
 import jax
 
+from codegen import deferred
 from codegen.emit import emit
 from symgrad.ir import Program
 
@@ -27,6 +29,14 @@ class CompiledProgram:
 
     def __post_init__(self):
         self.run = self._first_run  # replaced by the jitted function itself after the first call
+        self.result_count = len(self.program.outputs)
+        shapes = [self.program.shapes[s] for s in self.program.inputs] + [o[1] for o in self.program.outputs]
+        self.small = sum(math.prod(shape) for shape in shapes) <= deferred.MAX_ELEMENTS
+        self.calls = 0  # by deferred.call: hot programs are deferred
+
+    def launch(self, inputs):
+        """Results now, or Pending ones later (codegen.deferred)."""
+        return deferred.call(self, inputs)
 
     def _first_run(self, *arrays):
         """The first call compiles with XLA (timed into ``stats``)."""

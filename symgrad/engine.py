@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import sympy as sp
 
 import codegen.compile as programs  # a module import: codegen imports symgrad.ir
+from codegen import deferred
 from symgrad import replay
 from symgrad.autodiff import reverse_mode
 from symgrad.graph import CONST, LEAF, is_zero_fill, leaf, owners_of
@@ -127,11 +128,16 @@ class _FloatsBound:
         program = compiled.program
         names = [program.dtypes[s] for s in program.inputs[len(program.inputs) - len(values):]]
         self.compiled = compiled
-        self.values = tuple(jnp.asarray(v, dtype=name) for v, name in zip(values, names))  # not weak float64s
+        self.values = values = tuple(jnp.asarray(v, dtype=name) for v, name in zip(values, names))  # not weak float64s
         self.source, self.program = compiled.source, program
+        self.python_fn = lambda *inputs: compiled.python_fn(*inputs, *values)
+        self.result_count, self.small, self.calls = compiled.result_count, compiled.small, 0
 
     def run(self, *inputs):
         return self.compiled.run(*inputs, *self.values)
+
+    def launch(self, inputs):
+        return deferred.call(self, inputs)
 
 
 _float_values: dict = {}  # structure with its floats erased -> the sets of values seen
@@ -203,7 +209,7 @@ def _realize(nodes) -> None:
         return
     key = ("value", tuple(walk.entries), wanted)
     compiled = _compiled(key, walk, lambda: _value_program(walk, wanted))
-    for position, value in zip(wanted, compiled.run(*walk.inputs)):
+    for position, value in zip(wanted, compiled.run(*[deferred.value(v) for v in walk.inputs])):
         walk.order[position].computed(value)
 
 
@@ -333,7 +339,7 @@ def _backward(tensor, gradient, retain_graph, create_graph, inputs) -> None:
             found = replay.replay_of(request, plan, compiled)
             if found is not None:
                 programs.cache.put(request.key, found)
-        outputs = compiled.run(*plan.walk.inputs)
+        outputs = compiled.launch(plan.walk.inputs)
         pending = [plan.walk.order[position] for position in plan.pending]
         owners, owned = plan.owners, plan.owned
     root.computed(outputs[0])
@@ -354,7 +360,7 @@ def _planned(root, gradient_node, inputs, gradient_path):
 
 def _accumulate(owner, value, node) -> None:
     """``owner.grad`` becomes ``value`` (the program already added any previous gradient)."""
-    grad = leaf(value, node.dtype)
+    grad = leaf(value, node.dtype, shape=node.shape)
     if owner._grad is None:
         owner._grad = owner.__class__(grad)
     else:

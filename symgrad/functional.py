@@ -19,6 +19,7 @@ import jax
 import sympy as sp
 
 import codegen.compile as programs  # a module import: codegen imports symgrad.ir
+from codegen import deferred
 from symgrad import dtypes
 from symgrad.autodiff import reverse_mode
 from symgrad.engine import Walk
@@ -90,7 +91,7 @@ class ValueAndGrad:
         key = ("value_and_grad", tuple(walk.entries), root, differentiated, grad_mode)
         compiled = programs.cache.get(key, lambda: _program(walk, root, out._node, leaves, differentiated, grad_mode))
         self._last = compiled
-        outputs = compiled.python_fn(*walk.inputs)
+        outputs = compiled.python_fn(*[deferred.value(v) for v in walk.inputs])
         if not grad_mode:
             return outputs[0], None
         grads = dict(zip(differentiated, outputs[1:]))

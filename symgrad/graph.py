@@ -152,9 +152,9 @@ LEAF = Op("leaf", None, _no_infer, _build_leaf, saves=False)
 CONST = Op("const", None, _no_infer, _build_const, saves=False)
 
 
-def leaf(value, dtype, requires_grad: bool = False) -> Node:
-    """A leaf holding an array."""
-    shape = tuple(value.shape)
+def leaf(value, dtype, requires_grad: bool = False, shape=None) -> Node:
+    """A leaf holding an array (``shape`` is needed when it is a deferred result)."""
+    shape = tuple(value.shape) if shape is None else shape
     return Node(LEAF, (), (), shape, dtype, requires_grad, value, kinds.array(shape, dtype, requires_grad), None, ())
 
 

@@ -76,7 +76,7 @@ class Replay:
 
     def run(self, request):
         sources = request.sources
-        return self.compiled.run(*[sources[i].value for i in self.inputs])
+        return self.compiled.launch([sources[i].value for i in self.inputs])
 
 
 def replay_of(request, plan, compiled):

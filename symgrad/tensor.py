@@ -12,6 +12,7 @@ import weakref
 
 import numpy as np
 
+from codegen.deferred import Pending
 from symgrad import dtypes, engine, kinds
 from symgrad.formatting import format_tensor
 from symgrad.grad_mode import _state as _grad_state
@@ -152,9 +153,13 @@ class Tensor:
 
     def _value(self):
         node = self._node
-        if node.value is None:
+        value = node.value
+        if value is None:
             engine.realize([node])
-        return node.value
+            value = node.value
+        if value.__class__ is Pending:  # a deferred result (codegen.deferred)
+            value = node.value = value.get()
+        return value
 
     def numpy(self) -> np.ndarray:
         if self._node.requires_grad:

@@ -8,6 +8,7 @@ import inspect
 import numpy as np
 
 import codegen.compile as programs  # a module import: codegen imports symgrad.ir
+from codegen import deferred
 from symgrad import dtypes
 from symgrad.autodiff import reverse_mode
 from symgrad.engine import Walk
@@ -120,7 +121,7 @@ def trace(fn, arrays, differentiable) -> ProgramFunction:
     exprs = walk.lower(program)
     for position, o in zip(roots, outputs):
         program.output(exprs[position], o._node.shape, o._node.dtype.name, "output")
-    return ProgramFunction(program, len(arrays), walk.inputs[len(arrays):])
+    return ProgramFunction(program, len(arrays), [deferred.value(v) for v in walk.inputs[len(arrays):]])
 
 
 def vjp_function(function: ProgramFunction, output: int, wrt) -> ProgramFunction:

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import sympy as sp
 
+from codegen import deferred
 from symgrad import dtypes, ir
 from symgrad.ops.elementwise import logsigmoid, relu, sigmoid, softplus, tanh
 from symgrad.ops.reductions import dim_index
@@ -252,7 +253,7 @@ def _known_values(tensor):
     value = tensor._node.value
     if value is None or isinstance(value, jax.core.Tracer):
         return None
-    return np.asarray(value)
+    return np.asarray(deferred.value(value))
 
 
 def _check_labels(target, classes, ignore_index):

@@ -1,0 +1,182 @@
+"""Deferred calls (codegen.deferred): a hot loop's small programs run sixteen at a time, and
+every value anyone reads is the one an immediate run gives (PyTorch's, for the seed loop)."""
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import symgrad
+from codegen import deferred
+
+F32 = dict(rtol=1e-5, atol=1e-6)
+
+
+class Step:
+    """A stand-in for a compiled program: ``(a, b) -> (b / 2 + a / 10, cos(a))``, counting its runs."""
+
+    def __init__(self, small=True):
+        self.result_count, self.small, self.calls, self.runs = 2, small, 0, 0
+        self.fn = jax.jit(self.python_fn)
+
+    @staticmethod
+    def python_fn(a, b):
+        return b * 0.5 + a * 0.1, jnp.cos(a)
+
+    def run(self, *arrays):
+        self.runs += 1
+        return self.fn(*arrays)
+
+
+def _iterate(step, a, b, n):
+    for _ in range(n):
+        a, b = deferred.call(step, [a, b])
+    return a, b
+
+
+def _by_hand(a, b, n):
+    a, b = np.float32(a), np.float32(b)
+    for _ in range(n):
+        a, b = b * np.float32(0.5) + a * np.float32(0.1), np.cos(a)
+    return a, b
+
+
+def test_a_hot_small_program_runs_in_chains_with_the_same_results():
+    step = Step()
+    chains, fused = deferred.stats.chains_run, deferred.stats.fused_compiles
+    a, b = _iterate(step, jnp.float32(0.5), jnp.float32(0.25), 8 + 3 * deferred.MAX_CHAIN)
+    assert isinstance(a, deferred.Pending)
+    np.testing.assert_allclose([a.get(), b.get()], _by_hand(0.5, 0.25, 8 + 3 * deferred.MAX_CHAIN), **F32)
+    assert step.runs == deferred.HOT_AFTER  # the cold calls; the rest ran fused
+    assert deferred.stats.chains_run - chains == 3
+    assert deferred.stats.fused_compiles - fused <= 1  # one loop shape, compiled once (maybe before)
+
+
+def test_a_read_runs_the_chain_cut_short_and_cools_the_program():
+    step = Step()
+    a, b = _iterate(step, jnp.float32(0.5), jnp.float32(0.1), deferred.HOT_AFTER + 5)
+    fused = deferred.stats.fused_compiles
+    np.testing.assert_allclose(b.get(), _by_hand(0.5, 0.1, deferred.HOT_AFTER + 5)[1], **F32)
+    assert deferred.stats.fused_compiles == fused  # a short chain compiles nothing new
+    assert step.calls == 0  # read before the chain was full: called at once until hot again
+    a2, _ = deferred.call(step, [a, b])
+    assert not isinstance(a2, deferred.Pending)
+
+
+def test_only_results_still_held_come_out_of_a_chain():
+    step = Step()
+    kept = []
+    a, b = jnp.float32(0.5), jnp.float32(0.5)
+    for k in range(deferred.HOT_AFTER + 6):
+        a, b = deferred.call(step, [a, b])
+        if k in (deferred.HOT_AFTER + 1, deferred.HOT_AFTER + 3):
+            kept.append(a)
+    b.get()
+    expected = [_by_hand(0.5, 0.5, k + 1)[0] for k in (deferred.HOT_AFTER + 1, deferred.HOT_AFTER + 3)]
+    np.testing.assert_allclose([p.get() for p in kept], expected, **F32)
+
+
+def test_a_call_that_breaks_the_loop_runs_the_chain_first():
+    step, other = Step(), Step()
+    a, b = _iterate(step, jnp.float32(0.5), jnp.float32(0.25), deferred.HOT_AFTER + 4)
+    other.calls = deferred.HOT_AFTER  # hot too, but another program: a new chain
+    chains = deferred.stats.chains_run
+    c, d = deferred.call(other, [a, b])
+    assert deferred.stats.chains_run == chains + 1 and a.array is not None
+    np.testing.assert_allclose([c.get(), d.get()], _by_hand(*_by_hand(0.5, 0.25, deferred.HOT_AFTER + 4), 1), **F32)
+
+
+def test_big_programs_and_traced_inputs_run_at_once():
+    big = Step(small=False)
+    a, _ = _iterate(big, jnp.float32(0.5), jnp.float32(0.25), 3 * deferred.MAX_CHAIN)
+    assert not isinstance(a, deferred.Pending) and big.runs == 3 * deferred.MAX_CHAIN
+    step = Step()
+    step.calls = deferred.HOT_AFTER
+    traced = jax.jit(lambda x: deferred.call(step, [x, x])[0])(jnp.float32(3.0))
+    np.testing.assert_allclose(float(traced), 1.8, **F32)
+
+
+def test_a_pending_value_read_from_another_thread():
+    step = Step()
+    a, b = _iterate(step, jnp.float32(0.5), jnp.float32(0.25), deferred.HOT_AFTER + 2)
+    seen = []
+    reader = threading.Thread(target=lambda: seen.append(float(a.get())))
+    reader.start()
+    reader.join()
+    np.testing.assert_allclose(seen, [_by_hand(0.5, 0.25, deferred.HOT_AFTER + 2)[0]], **F32)
+    np.testing.assert_allclose(b.get(), _by_hand(0.5, 0.25, deferred.HOT_AFTER + 2)[1], **F32)
+
+
+# ------------------------------------------------------------------- the seed loop, end to end
+
+
+def _seed_loop(T, steps, reads=(), keep=None):
+    """The tutorials' network trained torch-style; at the steps in ``reads`` the loss and the
+    gradients are read (as a user printing them would); ``keep`` collects every loss tensor."""
+    rng = np.random.default_rng(7)
+    x, y = T.tensor(np.ones(5, np.float32)), T.tensor(np.zeros(3, np.float32))
+    w = T.tensor(rng.standard_normal((5, 3)).astype(np.float32), requires_grad=True)
+    b = T.tensor(rng.standard_normal(3).astype(np.float32), requires_grad=True)
+    seen = []
+    for step in range(steps):
+        loss = T.nn.functional.binary_cross_entropy_with_logits(T.matmul(x, w) + b, y)
+        loss.backward()
+        if step in reads:
+            seen.append((loss.item(), w.grad.numpy().copy(), b.grad.numpy().copy()))
+        if keep is not None:
+            keep.append(loss)
+        with T.no_grad():
+            w -= 0.1 * w.grad
+            b -= 0.1 * b.grad
+        w.grad.zero_()
+        b.grad.zero_()
+    return seen, w.detach().numpy(), b.detach().numpy()
+
+
+def test_the_seed_loop_runs_in_chains_and_ends_where_pytorch_does(torch):
+    steps = 200
+    chains = deferred.stats.chains_run
+    _, w, b = _seed_loop(symgrad, steps)
+    assert deferred.stats.chains_run - chains <= steps // deferred.MAX_CHAIN + 2
+    _, tw, tb = _seed_loop(torch, steps)
+    np.testing.assert_allclose(w, tw, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(b, tb, rtol=1e-4, atol=1e-5)
+
+
+def test_reads_in_the_middle_of_a_chain_give_pytorchs_numbers(torch):
+    reads = (3, 30, 31, 57, 90)
+    seen, w, _ = _seed_loop(symgrad, 100, reads)
+    expected, tw, _ = _seed_loop(torch, 100, reads)
+    for (loss, gw, gb), (tloss, tgw, tgb) in zip(seen, expected):
+        np.testing.assert_allclose(loss, tloss, rtol=1e-5)
+        np.testing.assert_allclose(gw, tgw, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(gb, tgb, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(w, tw, rtol=1e-4, atol=1e-5)
+
+
+def test_losses_kept_across_chains_are_read_afterwards(torch):
+    kept, expected = [], []
+    _seed_loop(symgrad, 60, keep=kept)
+    _seed_loop(torch, 60, keep=expected)
+    np.testing.assert_allclose([loss.item() for loss in kept], [loss.item() for loss in expected], rtol=1e-5)
+
+
+@pytest.mark.parametrize("read", ["print", "numpy", "detach", "value_and_grad"])
+def test_every_way_of_reading_a_pending_value(read):
+    a = symgrad.tensor(np.float32([1.0, 2.0]), requires_grad=True)
+    for _ in range(deferred.HOT_AFTER + 3):
+        (a * a).sum().backward()
+    assert isinstance(a.grad._node.value, deferred.Pending)
+    grad = 2 * (deferred.HOT_AFTER + 3) * np.float32([1.0, 2.0])
+    if read == "print":
+        assert str(a.grad) == repr(symgrad.tensor(grad))
+    elif read == "numpy":
+        np.testing.assert_allclose(a.grad.numpy(), grad)
+    elif read == "detach":
+        np.testing.assert_allclose((a.grad.detach() + 1).numpy(), grad + 1)
+    else:  # a pending tensor captured by a compiled function is a constant of its trace
+        g = a.grad
+        value, dx = symgrad.value_and_grad(lambda x: (x * g).sum())(np.float32([1.0, 1.0]))
+        np.testing.assert_allclose(float(value), grad.sum())
+        np.testing.assert_allclose(np.asarray(dx), grad)
