@@ -17,6 +17,16 @@ WORKLOADS = {"W1": workloads.w1_seed, "W2": workloads.w2_mlp, "W3": workloads.w3
              "W5b": lambda: workloads.w5_loop(optimizer=True)}
 
 
+def _cpu() -> str:
+    """The processor's model: PyTorch's eager speed differs a lot between hosts (its kernels
+    and MKL take other paths on AMD than on Intel), so the ratios are only comparable per host."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.machine()
+
+
 def _format(seconds: float) -> str:
     if seconds >= 1:
         return f"{seconds:.2f} s"
@@ -46,7 +56,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads (W1..W5)")
     args = parser.parse_args(argv)
-    print(f"# symgrad benchmarks — {datetime.date.today()}, {platform.machine()}, {os.cpu_count()} cores, "
+    print(f"# symgrad benchmarks — {datetime.date.today()}, {_cpu()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}")
     for name in args.only.split(","):
         result = WORKLOADS[name.strip()]()

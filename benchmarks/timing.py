@@ -39,3 +39,13 @@ def median_of(fn, repeats: int = REPEATS) -> float:
     """Median seconds of ``fn()`` for work that is long enough to time one call at a time."""
     fn()
     return statistics.median(once(fn) for _ in range(repeats))
+
+
+def side_by_side(runs: dict, repeats: int = 7) -> dict:
+    """Median seconds of each ``runs[name]()``, measured in turns: each round runs every system
+    once, so a stretch in which the shared machine is slow slows all of them alike."""
+    samples = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, fn in runs.items():
+            samples[name].append(once(fn))
+    return {name: statistics.median(times) for name, times in samples.items()}

@@ -13,7 +13,7 @@ import codegen
 import symgrad
 import symgrad.nn.functional as SF
 from benchmarks.systems import keeping_x64, pytensor_modules, ready, torch_module, torch_threads
-from benchmarks.timing import median_of, once, per_call
+from benchmarks.timing import median_of, once, per_call, side_by_side
 
 F32 = dict(rtol=2e-4, atol=2e-5)
 
@@ -49,6 +49,14 @@ def _sgd_loop(T, x, y, w0, b0, steps: int, lr: float, optimizer: bool = False):
         w.grad.zero_()
         b.grad.zero_()
     return loss, w
+
+
+def _in_threads(torch, threads: int, fn):
+    """``fn`` run with PyTorch's intra-op pool at ``threads``."""
+    def run():
+        with torch_threads(torch, threads):
+            return fn()
+    return run
 
 
 def _torch_rows(name, torch, step):
@@ -380,19 +388,16 @@ def w4_chain(depths=(10, 100, 1000)):
 # ------------------------------------------------------------------------------- W5
 
 def w5_loop(iterations: int = 1000, lr: float = 0.1, optimizer: bool = False):
+    """Timed in turns (``side_by_side``): this is the headline ratio, and the machine is shared."""
     rng = np.random.default_rng(3)
     X, Y = np.ones(5, np.float32), np.zeros(3, np.float32)
     W0, B0 = rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
-    finals, rows = {}, []
+    runs = {}
     name = f"W5 loop (per iteration, {iterations} iterations{', torch.optim.SGD' if optimizer else ''})"
 
     x, y = symgrad.tensor(X), symgrad.tensor(Y)
-
-    def symgrad_run():
-        return np.asarray(ready(_sgd_loop(symgrad, x, y, W0, B0, iterations, lr, optimizer)[1]))
-
-    finals["symgrad torch-style"] = symgrad_run()
-    rows.append((name, "symgrad torch-style", median_of(symgrad_run) / iterations))
+    runs["symgrad torch-style"] = lambda: np.asarray(ready(_sgd_loop(symgrad, x, y, W0, B0, iterations, lr,
+                                                                     optimizer)[1]))
 
     @jax.jit
     def jax_step(w, b):
@@ -408,8 +413,7 @@ def w5_loop(iterations: int = 1000, lr: float = 0.1, optimizer: bool = False):
             w, b = jax_step(w, b)
         return np.asarray(jax.block_until_ready(w))
 
-    finals["jax.jit (functional step)"] = jax_run()
-    rows.append((name, "jax.jit (functional step)", median_of(jax_run) / iterations))
+    runs["jax.jit (functional step)"] = jax_run
 
     torch = torch_module()
     if torch:
@@ -418,11 +422,8 @@ def w5_loop(iterations: int = 1000, lr: float = 0.1, optimizer: bool = False):
         def torch_run():
             return _sgd_loop(torch, tx, ty, W0, B0, iterations, lr, optimizer)[1].detach().numpy()
 
-        finals["torch eager"] = torch_run()
         for threads in (2, 1):
-            with torch_threads(torch, threads):
-                rows.append((name, f"torch eager ({threads} thread{'s' if threads > 1 else ''})",
-                             median_of(torch_run) / iterations))
+            runs[f"torch eager ({threads} thread{'s' if threads > 1 else ''})"] = _in_threads(torch, threads, torch_run)
 
     pytensor, pt = pytensor_modules()
     if pytensor:
@@ -441,7 +442,8 @@ def w5_loop(iterations: int = 1000, lr: float = 0.1, optimizer: bool = False):
                     step()
                 return w.get_value()
 
-            finals[label] = pytensor_run()
-            rows.append((name, label, median_of(pytensor_run) / iterations))
+            runs[label] = pytensor_run
+    finals = {label: run() for label, run in runs.items()}
+    rows = [(name, label, seconds / iterations) for label, seconds in side_by_side(runs).items()]
     _agree("W5 final parameters", {k: (v,) for k, v in finals.items()})
     return rows
