@@ -132,6 +132,7 @@ class _Chain:
         stats.chains_run += 1
         for pending, array in zip(live, results):
             pending.array = array
+        self.calls, self.arrays = [], []  # calls refer to their chain: no cycle is left behind
 
 
 def _compose(functions, wirings, wanted, arrays):
