@@ -32,7 +32,7 @@ class CompiledProgram:
         self.result_count = len(self.program.outputs)
         shapes = [self.program.shapes[s] for s in self.program.inputs] + [o[1] for o in self.program.outputs]
         self.small = sum(math.prod(shape) for shape in shapes) <= deferred.MAX_ELEMENTS
-        self.calls = 0  # by deferred.call: hot programs are deferred
+        self.calls, self.wait = 0, deferred.HOT_AFTER  # kept by deferred.call: hot programs are deferred
 
     def launch(self, inputs):
         """Results now, or Pending ones later (codegen.deferred)."""

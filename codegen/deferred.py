@@ -3,8 +3,8 @@
 On small tensors a jitted call is mostly JAX's dispatch (about 2.5 µs, plus about 0.25 µs per
 argument and 0.75 µs per result on this machine), not arithmetic.  A torch-style training
 loop makes one such call per step, and the next step only feeds its results into the next
-call.  So a call of a *hot* (called ``HOT_AFTER`` times) and *small* (``MAX_ELEMENTS``) program
-is deferred: it returns ``Pending`` placeholders, and later calls that read them join the
+call.  So a call of a *hot* (called ``HOT_AFTER`` times in a row) and *small* (``MAX_ELEMENTS``)
+program is deferred: it returns ``Pending`` placeholders, and later calls that read them join the
 same *chain*.  A chain runs as one jitted composition of its programs' Python functions when
 it holds ``MAX_CHAIN`` calls, or as soon as anyone needs one of its values (``Pending.get``).
 
@@ -24,6 +24,7 @@ from jax.core import Tracer
 
 MAX_CHAIN = 16        # calls per chain: one dispatch instead of sixteen
 HOT_AFTER = 8         # calls of a program before it is deferred: short loops compile nothing new
+MAX_WAIT = 1024       # the longest a program read after every call waits before it is tried again
 MAX_ELEMENTS = 4096   # inputs and outputs of a deferred program, in elements: dispatch-bound sizes
 
 
@@ -39,11 +40,14 @@ class Pending:
         """The array, running the chain this result belongs to if it has not run yet.
 
         Someone needed a value before the chain was full: its programs go back to being
-        called at once until they are hot again (a loop that reads every step's loss)."""
+        called at once until they are hot again, and a program read right after its first
+        deferred call (a loop that prints every step's loss) waits twice as long next time."""
         if self.array is None:
             chain = self.call.chain
             for call in chain.calls:
                 call.program.calls = 0
+                if len(chain.calls) == 1:
+                    call.program.wait = min(2 * call.program.wait, MAX_WAIT)
             chain.run()
         return self.array
 
@@ -117,6 +121,7 @@ class _Chain:
                     wanted.append((c, i))
         if len(calls) == MAX_CHAIN:
             head, tail = calls[0], calls[1]
+            tail.program.wait = HOT_AFTER
             key = (id(head.program), head.wiring, id(tail.program), tail.wiring, tuple(wanted))
             fused = _fused.get(key)
             if fused is None:
@@ -179,11 +184,11 @@ stats = Stats()
 def call(program, inputs):
     """``program``'s results on ``inputs`` (arrays or Pending): arrays now, or Pending later.
 
-    ``program`` has ``run`` (the jitted call), ``python_fn``, ``result_count``, ``small`` and
-    a ``calls`` counter.
+    ``program`` has ``run`` (the jitted call), ``python_fn``, ``result_count``, ``small``, a
+    ``calls`` counter and how many calls it ``wait``s before it is deferred (``HOT_AFTER``).
     """
     program.calls += 1
-    if program.small and program.calls > HOT_AFTER:
+    if program.small and program.calls > program.wait:
         chain = _state.chain
         if chain is None or chain.done:
             chain = _state.chain = _Chain()

@@ -131,7 +131,8 @@ class _FloatsBound:
         self.values = values = tuple(jnp.asarray(v, dtype=name) for v, name in zip(values, names))  # not weak float64s
         self.source, self.program = compiled.source, program
         self.python_fn = lambda *inputs: compiled.python_fn(*inputs, *values)
-        self.result_count, self.small, self.calls = compiled.result_count, compiled.small, 0
+        self.result_count, self.small = compiled.result_count, compiled.small
+        self.calls, self.wait = 0, deferred.HOT_AFTER
 
     def run(self, *inputs):
         return self.compiled.run(*inputs, *self.values)

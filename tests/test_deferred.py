@@ -18,6 +18,7 @@ class Step:
 
     def __init__(self, small=True):
         self.result_count, self.small, self.calls, self.runs = 2, small, 0, 0
+        self.wait = deferred.HOT_AFTER
         self.fn = jax.jit(self.python_fn)
 
     @staticmethod
@@ -199,3 +200,17 @@ def test_a_deferred_loop_leaves_nothing_for_the_cycle_collector():
     finally:
         if enabled:
             gc.enable()
+
+
+def test_a_program_read_after_every_call_is_tried_ever_less_often():
+    step = Step()
+    a, b = jnp.float32(0.5), jnp.float32(0.25)
+    deferred_calls = 0
+    for _ in range(2000):
+        a, b = deferred.call(step, [a, b])
+        if isinstance(a, deferred.Pending):
+            deferred_calls += 1
+        a = deferred.value(a)  # read every step
+    np.testing.assert_allclose(float(a), _by_hand(0.5, 0.25, 2000)[0], **F32)
+    assert deferred_calls <= 8  # waits 8, 16, ..., 1024 calls between tries
+    assert step.wait == deferred.MAX_WAIT
