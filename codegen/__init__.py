@@ -1,8 +1,10 @@
 """IR -> JAX source -> jax.jit/XLA.  Knows the IR (symgrad.ir) and nothing of the Tensor API.
 
 Modules: ``printer`` (one expression -> JAX text), ``emit`` (a Program -> Python source),
-``compile`` (source -> jitted function, and the cache keyed by structure).
+``compile`` (source -> jitted function, and the cache keyed by structure), ``deferred`` (calls of
+small hot programs, run many at a time as one XLA call).
 """
+from codegen import deferred
 from codegen.compile import CompiledProgram, ProgramCache, cache, compile_program, stats
 
-__all__ = ["CompiledProgram", "ProgramCache", "cache", "compile_program", "stats"]
+__all__ = ["CompiledProgram", "ProgramCache", "cache", "compile_program", "deferred", "stats"]

@@ -46,12 +46,23 @@ def _by_hand(a, b, n):
 def test_a_hot_small_program_runs_in_chains_with_the_same_results():
     step = Step()
     chains, fused = deferred.stats.chains_run, deferred.stats.fused_compiles
-    a, b = _iterate(step, jnp.float32(0.5), jnp.float32(0.25), 8 + 3 * deferred.MAX_CHAIN)
+    n = deferred.HOT_AFTER + 2 * deferred.MAX_CHAIN
+    a, b = _iterate(step, jnp.float32(0.5), jnp.float32(0.25), n)
+    deferred.finish_compiles()  # until then, full chains run call by call
+    a, b = _iterate(step, a, b, 2 * deferred.MAX_CHAIN)
+    runs = step.runs
     assert isinstance(a, deferred.Pending)
-    np.testing.assert_allclose([a.get(), b.get()], _by_hand(0.5, 0.25, 8 + 3 * deferred.MAX_CHAIN), **F32)
-    assert step.runs == deferred.HOT_AFTER  # the cold calls; the rest ran fused
-    assert deferred.stats.chains_run - chains == 3
-    assert deferred.stats.fused_compiles - fused <= 1  # one loop shape, compiled once (maybe before)
+    np.testing.assert_allclose([a.get(), b.get()], _by_hand(0.5, 0.25, n + 2 * deferred.MAX_CHAIN), **F32)
+    assert step.runs == runs  # the last chain ran as one fused program
+    assert deferred.stats.chains_run - chains == 4
+    assert deferred.stats.fused_compiles - fused == 1  # one per loop shape
+
+
+def test_a_fused_program_is_compiled_while_the_loop_goes_on():
+    step = Step()
+    a, b = _iterate(step, jnp.float32(0.5), jnp.float32(0.25), deferred.HOT_AFTER + deferred.MAX_CHAIN + 1)
+    assert step.runs == deferred.HOT_AFTER + deferred.MAX_CHAIN  # the full chain, call by call
+    np.testing.assert_allclose(b.get(), _by_hand(0.5, 0.25, deferred.HOT_AFTER + deferred.MAX_CHAIN + 1)[1], **F32)
 
 
 def test_a_read_runs_the_chain_cut_short_and_cools_the_program():
