@@ -1,51 +1,57 @@
 """Timing by the rules of the benchmark: warm up, then the median of at least five
-measurements of at least 0.2 s each."""
+measurements of at least 0.2 s each, taken *in turns*.
+
+The machine is shared: for tens of seconds at a time it can run at half speed.  Timing one
+system after another would let such a stretch land on one of them and move a ratio by 2x, so
+each round measures every system once, and the medians come from the rounds.
+"""
 from __future__ import annotations
 
 import statistics
 import time
 
 MIN_SECONDS = 0.2
-REPEATS = 5
+REPEATS = 7
 
 
-def per_call(fn, warmup: int = 3) -> float:
-    """Median seconds per call of ``fn()`` (which must block until its result is ready)."""
-    for _ in range(warmup):
+class Turns:
+    """The systems of one workload, each added with a warm-up, timed together by ``measure``."""
+
+    def __init__(self, workload: str):
+        self.workload = workload
+        self.systems = {}  # label -> (fn, calls per measurement)
+
+    def per_call(self, label: str, fn, warmup: int = 3) -> None:
+        """``fn()`` (which must block until its result is ready), timed per call."""
+        for _ in range(warmup):
+            fn()
+        calls, elapsed = 1, 0.0
+        while elapsed < MIN_SECONDS:  # calibrate the batch size to reach the minimum duration
+            calls *= 2
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            elapsed = time.perf_counter() - start
+        self.systems[label] = (fn, calls)
+
+    def whole(self, label: str, fn) -> None:
+        """``fn()``, long enough to be timed one call at a time (its first call is the warm-up)."""
         fn()
-    calls, elapsed = 1, 0.0
-    while elapsed < MIN_SECONDS:  # calibrate the batch size to reach the minimum duration
-        calls *= 2
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        elapsed = time.perf_counter() - start
-    samples = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls)
-    return statistics.median(samples)
+        self.systems[label] = (fn, 1)
+
+    def measure(self, scale: float = 1.0) -> list:
+        """Rows ``(workload, system, median seconds * scale)``."""
+        samples = {label: [] for label in self.systems}
+        for _ in range(REPEATS):
+            for label, (fn, calls) in self.systems.items():
+                start = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                samples[label].append((time.perf_counter() - start) / calls)
+        return [(self.workload, label, statistics.median(s) * scale) for label, s in samples.items()]
 
 
 def once(fn) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
-
-
-def median_of(fn, repeats: int = REPEATS) -> float:
-    """Median seconds of ``fn()`` for work that is long enough to time one call at a time."""
-    fn()
-    return statistics.median(once(fn) for _ in range(repeats))
-
-
-def side_by_side(runs: dict, repeats: int = 7) -> dict:
-    """Median seconds of each ``runs[name]()``, measured in turns: each round runs every system
-    once, so a stretch in which the shared machine is slow slows all of them alike."""
-    samples = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, fn in runs.items():
-            samples[name].append(once(fn))
-    return {name: statistics.median(times) for name, times in samples.items()}

@@ -13,7 +13,7 @@ import codegen
 import symgrad
 import symgrad.nn.functional as SF
 from benchmarks.systems import keeping_x64, pytensor_modules, ready, torch_module, torch_threads
-from benchmarks.timing import median_of, once, per_call, side_by_side
+from benchmarks.timing import Turns, once
 
 F32 = dict(rtol=2e-4, atol=2e-5)
 
@@ -59,12 +59,11 @@ def _in_threads(torch, threads: int, fn):
     return run
 
 
-def _torch_rows(name, torch, step):
-    rows = []
+def _torch_turns(turns, torch, step, whole: bool = False):
+    """PyTorch eager with its intra-op pool at 2 threads and at 1 (the better one is the reference)."""
     for threads in (2, 1):
-        with torch_threads(torch, threads):
-            rows.append((name, f"torch eager ({threads} thread{'s' if threads > 1 else ''})", per_call(step)))
-    return rows
+        label = f"torch eager ({threads} thread{'s' if threads > 1 else ''})"
+        (turns.whole if whole else turns.per_call)(label, _in_threads(torch, threads, step))
 
 
 # ------------------------------------------------------------------------------- W1
@@ -74,7 +73,7 @@ def w1_seed():
     rng = np.random.default_rng(0)
     X, Y = np.ones(5, np.float32), np.zeros(3, np.float32)
     W, B = rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
-    results, rows = {}, []
+    results, turns = {}, Turns("W1 seed")
 
     x, y = symgrad.tensor(X), symgrad.tensor(Y)
     w, b = symgrad.tensor(W, requires_grad=True), symgrad.tensor(B, requires_grad=True)
@@ -88,7 +87,7 @@ def w1_seed():
 
     loss = symgrad_step()
     results["symgrad torch-style"] = (loss.item(), w.grad.numpy(), b.grad.numpy())
-    rows.append(("W1 seed", "symgrad torch-style", per_call(symgrad_step)))
+    turns.per_call("symgrad torch-style", symgrad_step)
 
     def loss_fn(w, b):
         return SF.binary_cross_entropy_with_logits(symgrad.matmul(x, w) + b, y)
@@ -97,7 +96,7 @@ def w1_seed():
     Wj, Bj = jnp.asarray(W), jnp.asarray(B)
     value, grads = compiled(Wj, Bj)
     results["symgrad value_and_grad"] = (value, *grads)
-    rows.append(("W1 seed", "symgrad value_and_grad", per_call(lambda: jax.block_until_ready(compiled(Wj, Bj)))))
+    turns.per_call("symgrad value_and_grad", lambda: jax.block_until_ready(compiled(Wj, Bj)))
 
     def jax_loss(w, b):
         z = X @ w + b
@@ -106,7 +105,7 @@ def w1_seed():
     jitted = jax.jit(jax.value_and_grad(jax_loss, argnums=(0, 1)))
     value, grads = jitted(Wj, Bj)
     results["jax.jit"] = (value, *grads)
-    rows.append(("W1 seed", "jax.jit", per_call(lambda: jax.block_until_ready(jitted(Wj, Bj)))))
+    turns.per_call("jax.jit", lambda: jax.block_until_ready(jitted(Wj, Bj)))
 
     torch = torch_module()
     if torch:
@@ -121,7 +120,7 @@ def w1_seed():
 
         loss = torch_step()
         results["torch eager"] = (loss.item(), tw.grad.numpy(), tb.grad.numpy())
-        rows += _torch_rows("W1 seed", torch, torch_step)
+        _torch_turns(turns, torch, torch_step)
 
     pytensor, pt = pytensor_modules()
     if pytensor:
@@ -132,7 +131,7 @@ def w1_seed():
             with keeping_x64():
                 fn = pytensor.function([pw, pb], [loss, *pytensor.grad(loss, [pw, pb])], mode=mode)
             results[label] = fn(W, B)
-            rows.append(("W1 seed", label, per_call(lambda fn=fn: fn(W, B))))
+            turns.per_call(label, lambda fn=fn: fn(W, B))
 
     def numpy_step():
         z = X @ W + B
@@ -141,9 +140,9 @@ def w1_seed():
         return np.mean(np.logaddexp(z, 0) - z * Y), np.outer(X, gz), gz
 
     results["numpy (by hand)"] = numpy_step()
-    rows.append(("W1 seed", "numpy (by hand)", per_call(numpy_step)))
+    turns.per_call("numpy (by hand)", numpy_step)
     _agree("W1", results)
-    return rows
+    return turns.measure()
 
 
 # ------------------------------------------------------------------------------- W2
@@ -160,7 +159,7 @@ def w2_mlp():
     for n_in, n_out in zip(SIZES[:-1], SIZES[1:]):
         params += [(rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32),
                    np.zeros(n_out, np.float32)]
-    results, rows = {}, []
+    results, turns = {}, Turns("W2 mlp")
 
     x, t = symgrad.tensor(X), symgrad.tensor(labels)
 
@@ -184,13 +183,13 @@ def w2_mlp():
 
     loss = symgrad_step()
     results["symgrad torch-style"] = (loss.item(), *[p.grad.numpy() for p in leaves])
-    rows.append(("W2 mlp", "symgrad torch-style", per_call(symgrad_step)))
+    turns.per_call("symgrad torch-style", symgrad_step)
 
     compiled = symgrad.value_and_grad(sym_forward, argnums=tuple(range(6)))
     pj = [jnp.asarray(p) for p in params]
     value, grads = compiled(*pj)
     results["symgrad value_and_grad"] = (value, *grads)
-    rows.append(("W2 mlp", "symgrad value_and_grad", per_call(lambda: jax.block_until_ready(compiled(*pj)))))
+    turns.per_call("symgrad value_and_grad", lambda: jax.block_until_ready(compiled(*pj)))
 
     def jax_loss(*ps):
         h = X
@@ -204,7 +203,7 @@ def w2_mlp():
     jitted = jax.jit(jax.value_and_grad(jax_loss, argnums=tuple(range(6))))
     value, grads = jitted(*pj)
     results["jax.jit"] = (value, *grads)
-    rows.append(("W2 mlp", "jax.jit", per_call(lambda: jax.block_until_ready(jitted(*pj)))))
+    turns.per_call("jax.jit", lambda: jax.block_until_ready(jitted(*pj)))
 
     torch = torch_module()
     if torch:
@@ -225,7 +224,7 @@ def w2_mlp():
 
         loss = torch_step()
         results["torch eager"] = (loss.item(), *[p.grad.numpy() for p in tps])
-        rows += _torch_rows("W2 mlp", torch, torch_step)
+        _torch_turns(turns, torch, torch_step)
 
     pytensor, pt = pytensor_modules()
     if pytensor:
@@ -241,9 +240,9 @@ def w2_mlp():
             with keeping_x64():
                 fn = pytensor.function(ps, [loss, *pytensor.grad(loss, ps)], mode=mode)
             results[label] = fn(*params)
-            rows.append(("W2 mlp", label, per_call(lambda fn=fn: fn(*params))))
+            turns.per_call(label, lambda fn=fn: fn(*params))
     _agree("W2", results)
-    return rows
+    return turns.measure()
 
 
 # ------------------------------------------------------------------------------- W3
@@ -252,7 +251,7 @@ def w3_logreg(steps: int = 100, lr: float = 0.1):
     rng = np.random.default_rng(2)
     X = rng.standard_normal((10000, 100)).astype(np.float32)
     Y = (X @ rng.standard_normal(100) > 0).astype(np.float32)
-    finals, rows = {}, []
+    finals, turns = {}, Turns("W3 logreg (100 steps)")
 
     x, y = symgrad.tensor(X), symgrad.tensor(Y)
 
@@ -262,7 +261,7 @@ def w3_logreg(steps: int = 100, lr: float = 0.1):
         return _sgd_loop(symgrad, x, y, W0, B0, steps, lr)[0].item()
 
     finals["symgrad torch-style"] = symgrad_run()
-    rows.append(("W3 logreg (100 steps)", "symgrad torch-style", median_of(symgrad_run)))
+    turns.whole("symgrad torch-style", symgrad_run)
 
     Xj, Yj = jnp.asarray(X), jnp.asarray(Y)
 
@@ -281,7 +280,7 @@ def w3_logreg(steps: int = 100, lr: float = 0.1):
         return float(loss)
 
     finals["jax.jit"] = jax_run()
-    rows.append(("W3 logreg (100 steps)", "jax.jit", median_of(jax_run)))
+    turns.whole("jax.jit", jax_run)
 
     torch = torch_module()
     if torch:
@@ -291,10 +290,7 @@ def w3_logreg(steps: int = 100, lr: float = 0.1):
             return _sgd_loop(torch, tx, ty, W0, B0, steps, lr)[0].item()
 
         finals["torch eager"] = torch_run()
-        for threads in (2, 1):
-            with torch_threads(torch, threads):
-                rows.append(("W3 logreg (100 steps)", f"torch eager ({threads} thread{'s' if threads > 1 else ''})",
-                             median_of(torch_run)))
+        _torch_turns(turns, torch, torch_run, whole=True)
 
     pytensor, pt = pytensor_modules()
     if pytensor:
@@ -315,7 +311,7 @@ def w3_logreg(steps: int = 100, lr: float = 0.1):
                 return float(loss)
 
             finals[label] = pytensor_run()
-            rows.append(("W3 logreg (100 steps)", label, median_of(pytensor_run)))
+            turns.whole(label, pytensor_run)
 
     def numpy_run():
         w, b = np.zeros(100, np.float32), np.zeros(1, np.float32)
@@ -327,9 +323,9 @@ def w3_logreg(steps: int = 100, lr: float = 0.1):
         return float(loss)
 
     finals["numpy (by hand)"] = numpy_run()
-    rows.append(("W3 logreg (100 steps)", "numpy (by hand)", median_of(numpy_run)))
+    turns.whole("numpy (by hand)", numpy_run)
     _agree("W3 final loss", {k: (v,) for k, v in finals.items()})
-    return rows
+    return turns.measure()
 
 
 # ------------------------------------------------------------------------------- W4
@@ -357,7 +353,8 @@ def w4_chain(depths=(10, 100, 1000)):
                         stats.ir_nodes[-1], stats.source_lines[-1]))
         rows.append((name, "symgrad torch-style, first call", first))
         ours = np.asarray(symgrad_call())
-        rows.append((name, "symgrad torch-style", per_call(symgrad_call, warmup=1)))
+        turns = Turns(name)
+        turns.per_call("symgrad torch-style", symgrad_call, warmup=1)
 
         def jax_loss(h):
             for _ in range(depth):
@@ -368,7 +365,7 @@ def w4_chain(depths=(10, 100, 1000)):
         jitted = jax.jit(jax.value_and_grad(jax_loss))
         rows.append((name, "jax.jit, first call", once(lambda: jax.block_until_ready(jitted(Hj)))))
         np.testing.assert_allclose(ours, np.asarray(jitted(Hj)[1]), **F32)
-        rows.append((name, "jax.jit", per_call(lambda: jax.block_until_ready(jitted(Hj)), warmup=1)))
+        turns.per_call("jax.jit", lambda: jax.block_until_ready(jitted(Hj)), warmup=1)
         if torch:
             th = torch.tensor(H, requires_grad=True)
 
@@ -381,18 +378,18 @@ def w4_chain(depths=(10, 100, 1000)):
                 return th.grad
 
             np.testing.assert_allclose(ours, torch_call().numpy(), **F32)
-            rows += _torch_rows(name, torch, torch_call)
+            _torch_turns(turns, torch, torch_call)
+        rows += turns.measure()
     return rows, details
 
 
 # ------------------------------------------------------------------------------- W5
 
 def w5_loop(iterations: int = 1000, lr: float = 0.1, optimizer: bool = False):
-    """Timed in turns (``side_by_side``): this is the headline ratio, and the machine is shared."""
     rng = np.random.default_rng(3)
     X, Y = np.ones(5, np.float32), np.zeros(3, np.float32)
     W0, B0 = rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
-    runs = {}
+    runs = {}  # label -> one run of the loop (timed whole: a run is long, and it is what a user runs)
     name = f"W5 loop (per iteration, {iterations} iterations{', torch.optim.SGD' if optimizer else ''})"
 
     x, y = symgrad.tensor(X), symgrad.tensor(Y)
@@ -422,8 +419,7 @@ def w5_loop(iterations: int = 1000, lr: float = 0.1, optimizer: bool = False):
         def torch_run():
             return _sgd_loop(torch, tx, ty, W0, B0, iterations, lr, optimizer)[1].detach().numpy()
 
-        for threads in (2, 1):
-            runs[f"torch eager ({threads} thread{'s' if threads > 1 else ''})"] = _in_threads(torch, threads, torch_run)
+        runs["torch eager"] = torch_run
 
     pytensor, pt = pytensor_modules()
     if pytensor:
@@ -443,8 +439,14 @@ def w5_loop(iterations: int = 1000, lr: float = 0.1, optimizer: bool = False):
                 return w.get_value()
 
             runs[label] = pytensor_run
-    finals = {label: run() for label, run in runs.items()}  # also the warm-up
+    finals = {label: run() for label, run in runs.items()}
+    turns = Turns(name)
+    for label, run in runs.items():
+        if label == "torch eager":
+            _torch_turns(turns, torch, run, whole=True)
+        else:
+            turns.whole(label, run)
     codegen.deferred.finish_compiles()  # symgrad's fused chains, compiled while the warm-up ran
-    rows = [(name, label, seconds / iterations) for label, seconds in side_by_side(runs).items()]
+    rows = turns.measure(scale=1 / iterations)
     _agree("W5 final parameters", {k: (v,) for k, v in finals.items()})
     return rows
