@@ -131,7 +131,7 @@ def w1_seed():
             with keeping_x64():
                 fn = pytensor.function([pw, pb], [loss, *pytensor.grad(loss, [pw, pb])], mode=mode)
             results[label] = fn(W, B)
-            turns.per_call(label, lambda fn=fn: fn(W, B))
+            turns.per_call(label, lambda fn=fn: jax.block_until_ready(fn(W, B)))  # JAX mode is asynchronous
 
     def numpy_step():
         z = X @ W + B
@@ -240,7 +240,7 @@ def w2_mlp():
             with keeping_x64():
                 fn = pytensor.function(ps, [loss, *pytensor.grad(loss, ps)], mode=mode)
             results[label] = fn(*params)
-            turns.per_call(label, lambda fn=fn: fn(*params))
+            turns.per_call(label, lambda fn=fn: jax.block_until_ready(fn(*params)))  # JAX mode is asynchronous
     _agree("W2", results)
     return turns.measure()
 
