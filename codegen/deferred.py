@@ -6,7 +6,9 @@ loop makes one such call per step, and the next step only feeds its results into
 call.  So a call of a *hot* (called ``HOT_AFTER`` times in a row) and *small* (``MAX_ELEMENTS``)
 program is deferred: it returns ``Pending`` placeholders, and later calls that read them join the
 same *chain*.  A chain runs as one jitted composition of its programs' Python functions when
-it holds ``MAX_CHAIN`` calls, or as soon as anyone needs one of its values (``Pending.get``).
+it holds ``MAX_CHAIN`` calls (once a loop has proven long: ``FUSE_AFTER``; until then, and while
+that program compiles, call by call), or as soon as anyone needs one of its values
+(``Pending.get``).
 
 Only the results still referenced when the chain runs come back out of it: a placeholder
 that nobody holds any more (last step's loss, a gradient already folded into an update) is
@@ -27,6 +29,8 @@ from jax.core import Tracer
 MAX_CHAIN = 16        # calls per chain: one dispatch instead of sixteen
 HOT_AFTER = 8         # calls of a program before it is deferred: short loops compile nothing new
 MAX_WAIT = 1024       # the longest a program read after every call waits before it is tried again
+FUSE_AFTER = 32       # full chains of one shape before their fused program is compiled (~500 steps):
+                      # compiling costs ~50 ms of the loop's time, which only a long loop wins back
 MAX_ELEMENTS = 4096   # inputs and outputs of a deferred program, in elements: dispatch-bound sizes
 
 
@@ -125,13 +129,16 @@ class _Chain:
             head, tail = calls[0], calls[1]
             tail.program.wait = HOT_AFTER
             key = (id(head.program), head.wiring, id(tail.program), tail.wiring, tuple(wanted))
-            fused = _fused.get(key)
-            if fused is None:
+            fused = _fused.get(key, 0)
+            if fused.__class__ is int:  # full chains of this shape seen so far
                 if len(_fused) >= 256:
                     _fused.clear()
-                fused = _fused[key] = _Fused([call.program for call in calls], [call.wiring for call in calls],
-                                             wanted, self.arrays)
-            results = fused.run(self.arrays)
+                if fused + 1 < FUSE_AFTER:
+                    _fused[key], fused = fused + 1, None
+                else:
+                    fused = _fused[key] = _Fused([call.program for call in calls],
+                                                 [call.wiring for call in calls], wanted, self.arrays)
+            results = fused.run(self.arrays) if fused is not None else None
         else:
             results = None
         if results is None:  # cut short, or its fused program is still compiling: call by call
@@ -198,7 +205,8 @@ class _Fused:
 def finish_compiles() -> None:
     """Wait for the fused programs being compiled (tests and benchmarks, after warming up)."""
     for fused in list(_fused.values()):
-        fused.thread.join()
+        if fused.__class__ is _Fused:
+            fused.thread.join()
 
 
 def _looped(head, step, head_wiring, step_wiring, count, wanted, arrays):

@@ -46,23 +46,29 @@ def _by_hand(a, b, n):
 def test_a_hot_small_program_runs_in_chains_with_the_same_results():
     step = Step()
     chains, fused = deferred.stats.chains_run, deferred.stats.fused_compiles
-    n = deferred.HOT_AFTER + 2 * deferred.MAX_CHAIN
-    a, b = _iterate(step, jnp.float32(0.5), jnp.float32(0.25), n)
-    deferred.finish_compiles()  # until then, full chains run call by call
-    a, b = _iterate(step, a, b, 2 * deferred.MAX_CHAIN)
-    runs = step.runs
+    n = deferred.HOT_AFTER + deferred.FUSE_AFTER * deferred.MAX_CHAIN + 1  # the last full chain compiles
+    state = [jnp.float32(0.5), jnp.float32(0.25)]  # holds only the latest results, as a loop does
+    for _ in range(n):
+        state[:] = deferred.call(step, state)
+    assert step.runs == n - 1  # until then, full chains run call by call
+    deferred.finish_compiles()
+    for _ in range(2 * deferred.MAX_CHAIN - 1):  # two more full chains
+        state[:] = deferred.call(step, state)
+    a, b = state
     assert isinstance(a, deferred.Pending)
-    np.testing.assert_allclose([a.get(), b.get()], _by_hand(0.5, 0.25, n + 2 * deferred.MAX_CHAIN), **F32)
-    assert step.runs == runs  # the last chain ran as one fused program
-    assert deferred.stats.chains_run - chains == 4
+    np.testing.assert_allclose([a.get(), b.get()], _by_hand(0.5, 0.25, n + 2 * deferred.MAX_CHAIN - 1), **F32)
+    assert step.runs == n - 1  # both ran as one fused program each
+    assert deferred.stats.chains_run - chains == deferred.FUSE_AFTER + 2
     assert deferred.stats.fused_compiles - fused == 1  # one per loop shape
 
 
-def test_a_fused_program_is_compiled_while_the_loop_goes_on():
+def test_a_short_loop_compiles_nothing_new():
     step = Step()
-    a, b = _iterate(step, jnp.float32(0.5), jnp.float32(0.25), deferred.HOT_AFTER + deferred.MAX_CHAIN + 1)
-    assert step.runs == deferred.HOT_AFTER + deferred.MAX_CHAIN  # the full chain, call by call
-    np.testing.assert_allclose(b.get(), _by_hand(0.5, 0.25, deferred.HOT_AFTER + deferred.MAX_CHAIN + 1)[1], **F32)
+    fused = deferred.stats.fused_compiles
+    n = deferred.HOT_AFTER + (deferred.FUSE_AFTER - 1) * deferred.MAX_CHAIN + 1
+    a, b = _iterate(step, jnp.float32(0.5), jnp.float32(0.25), n)
+    assert step.runs == n - 1 and deferred.stats.fused_compiles == fused  # full chains, call by call
+    np.testing.assert_allclose(b.get(), _by_hand(0.5, 0.25, n)[1], **F32)
 
 
 def test_a_read_runs_the_chain_cut_short_and_cools_the_program():
