@@ -27,7 +27,7 @@ import jax.numpy as jnp
 from jax.core import Tracer
 
 MAX_CHAIN = 16        # calls per chain: one dispatch instead of sixteen
-HOT_AFTER = 8         # calls of a program before it is deferred: short loops compile nothing new
+HOT_AFTER = 8         # calls of a program in a row (no value read) before its calls are deferred
 MAX_WAIT = 1024       # the longest a program read after every call waits before it is tried again
 FUSE_AFTER = 32       # full chains of one shape before their fused program is compiled (~500 steps):
                       # compiling costs ~50 ms of the loop's time, which only a long loop wins back
@@ -210,7 +210,9 @@ def finish_compiles() -> None:
 
 
 def _looped(head, step, head_wiring, step_wiring, count, wanted, arrays):
-    """``_compose`` of ``head`` and then ``count - 1`` calls of ``step``, the last ones as a scan."""
+    """``_compose`` of ``head`` and then ``count - 1`` calls of ``step``, the last ones as a scan.
+
+    A chain's first call reads nothing of the chain, so ``head`` takes its arrays in order."""
     outside = len(step_wiring) - sum(w is not None for w in step_wiring)  # arrays per step
 
     def step_args(previous, arrays):
