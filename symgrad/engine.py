@@ -12,6 +12,10 @@ form), differentiated symbolically for ``backward``, emitted as JAX source and j
 Leaves whose value is pending (updated in place under ``no_grad``, or detached before being
 computed) are computed inside the same program and stored, so a training loop's parameter
 update runs fused into the next step and the graph never grows from step to step.
+
+Programs are called through ``codegen.deferred``: in a hot loop on small tensors the values
+stored are ``Pending`` placeholders, arguments like any array to the next call, and whoever
+needs the array itself asks for it (``Tensor._value``, ``deferred.value``).
 """
 from __future__ import annotations
 
