@@ -339,12 +339,6 @@ def _hyper_in_loss(T):
     return arr(w), arr(b)
 
 
-def test_python_float_inside_the_loss_varies(torch):
-    got, expected = both(torch, _hyper_in_loss)
-    for a, e in zip(got, expected):
-        same(a, e)
-
-
 # ------------------------------------------------------------------------ switching modes
 
 
@@ -370,12 +364,6 @@ def _switch(T):
     return arr(w), arr(b)
 
 
-def test_requires_grad_and_detach_switched_mid_loop(torch):
-    got, expected = both(torch, _switch)
-    for a, e in zip(got, expected):
-        same(a, e)
-
-
 def _inplace(T):
     x, y, w, b = net(T, seed=47)
     for step in range(STEPS):
@@ -394,8 +382,11 @@ def _inplace(T):
     return arr(w), arr(b)
 
 
-def test_inplace_ops_on_parameters(torch):
-    got, expected = both(torch, _inplace)
+@pytest.mark.parametrize("loop", [_hyper_in_loss, _switch, _inplace],
+                         ids=["python float inside the loss varies", "requires_grad and detach switched mid-loop",
+                              "in-place ops on parameters"])
+def test_parameters_end_where_pytorchs_do(torch, loop):
+    got, expected = both(torch, loop)
     for a, e in zip(got, expected):
         same(a, e)
 
