@@ -25,13 +25,9 @@ class Turns:
         """``fn()`` (which must block until its result is ready), timed per call."""
         for _ in range(warmup):
             fn()
-        calls, elapsed = 1, 0.0
-        while elapsed < MIN_SECONDS:  # calibrate the batch size to reach the minimum duration
+        calls = 1
+        while _seconds(fn, calls) < MIN_SECONDS:  # calibrate the batch size to reach the minimum duration
             calls *= 2
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            elapsed = time.perf_counter() - start
         self.systems[label] = (fn, calls)
 
     def whole(self, label: str, fn) -> None:
@@ -44,14 +40,17 @@ class Turns:
         samples = {label: [] for label in self.systems}
         for _ in range(REPEATS):
             for label, (fn, calls) in self.systems.items():
-                start = time.perf_counter()
-                for _ in range(calls):
-                    fn()
-                samples[label].append((time.perf_counter() - start) / calls)
+                samples[label].append(_seconds(fn, calls) / calls)
         return [(self.workload, label, statistics.median(s) * scale) for label, s in samples.items()]
 
 
-def once(fn) -> float:
+def _seconds(fn, calls: int) -> float:
+    """Seconds that ``calls`` calls of ``fn()`` take, back to back."""
     start = time.perf_counter()
-    fn()
+    for _ in range(calls):
+        fn()
     return time.perf_counter() - start
+
+
+def once(fn) -> float:
+    return _seconds(fn, 1)

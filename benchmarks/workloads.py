@@ -389,12 +389,16 @@ def w5_loop(iterations: int = 1000, lr: float = 0.1, optimizer: bool = False):
     rng = np.random.default_rng(3)
     X, Y = np.ones(5, np.float32), np.zeros(3, np.float32)
     W0, B0 = rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
-    runs = {}  # label -> one run of the loop (timed whole: a run is long, and it is what a user runs)
-    name = f"W5 loop (per iteration, {iterations} iterations{', torch.optim.SGD' if optimizer else ''})"
+    finals = {}
+    turns = Turns(f"W5 loop (per iteration, {iterations} iterations{', torch.optim.SGD' if optimizer else ''})")
 
     x, y = symgrad.tensor(X), symgrad.tensor(Y)
-    runs["symgrad torch-style"] = lambda: np.asarray(ready(_sgd_loop(symgrad, x, y, W0, B0, iterations, lr,
-                                                                     optimizer)[1]))
+
+    def symgrad_run():
+        return np.asarray(ready(_sgd_loop(symgrad, x, y, W0, B0, iterations, lr, optimizer)[1]))
+
+    finals["symgrad torch-style"] = symgrad_run()
+    turns.whole("symgrad torch-style", symgrad_run)
 
     @jax.jit
     def jax_step(w, b):
@@ -410,7 +414,8 @@ def w5_loop(iterations: int = 1000, lr: float = 0.1, optimizer: bool = False):
             w, b = jax_step(w, b)
         return np.asarray(jax.block_until_ready(w))
 
-    runs["jax.jit (functional step)"] = jax_run
+    finals["jax.jit (functional step)"] = jax_run()
+    turns.whole("jax.jit (functional step)", jax_run)
 
     torch = torch_module()
     if torch:
@@ -419,7 +424,8 @@ def w5_loop(iterations: int = 1000, lr: float = 0.1, optimizer: bool = False):
         def torch_run():
             return _sgd_loop(torch, tx, ty, W0, B0, iterations, lr, optimizer)[1].detach().numpy()
 
-        runs["torch eager"] = torch_run
+        finals["torch eager"] = torch_run()
+        _torch_turns(turns, torch, torch_run, whole=True)
 
     pytensor, pt = pytensor_modules()
     if pytensor:
@@ -438,14 +444,8 @@ def w5_loop(iterations: int = 1000, lr: float = 0.1, optimizer: bool = False):
                     step()
                 return w.get_value()
 
-            runs[label] = pytensor_run
-    finals = {label: run() for label, run in runs.items()}
-    turns = Turns(name)
-    for label, run in runs.items():
-        if label == "torch eager":
-            _torch_turns(turns, torch, run, whole=True)
-        else:
-            turns.whole(label, run)
+            finals[label] = pytensor_run()
+            turns.whole(label, pytensor_run)
     codegen.deferred.finish_compiles()  # symgrad's fused chains, compiled while the warm-up ran
     rows = turns.measure(scale=1 / iterations)
     _agree("W5 final parameters", {k: (v,) for k, v in finals.items()})

@@ -34,10 +34,6 @@ class CompiledProgram:
         self.small = sum(math.prod(shape) for shape in shapes) <= deferred.MAX_ELEMENTS
         self.calls, self.wait = 0, deferred.HOT_AFTER  # kept by deferred.call: hot programs are deferred
 
-    def launch(self, inputs):
-        """Results now, or Pending ones later (codegen.deferred)."""
-        return deferred.call(self, inputs)
-
     def _first_run(self, *arrays):
         """The first call compiles with XLA (timed into ``stats``)."""
         start = time.perf_counter()

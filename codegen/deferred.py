@@ -99,8 +99,10 @@ class _Chain:
                     wiring.append((here - call.position, value.index))
                     continue
                 value = value.get()  # resolved (or in another thread's chain)
-            elif cls is not _ARRAY and isinstance(value, Tracer):
-                return None, None
+            elif cls not in _UNTRACED:
+                if isinstance(value, Tracer):
+                    return None, None
+                _UNTRACED.add(cls)
             wiring.append(None)
             arrays.append(value)
         return tuple(wiring), arrays
@@ -247,7 +249,7 @@ class Stats:
 
 _state = _State()
 _fused: dict = {}
-_ARRAY = type(jax.numpy.zeros(()))
+_UNTRACED: set = set()  # classes of inputs seen that are not JAX tracers (arrays): one lookup per input
 stats = Stats()
 
 

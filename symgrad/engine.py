@@ -141,9 +141,6 @@ class _FloatsBound:
     def run(self, *inputs):
         return self.compiled.run(*inputs, *self.values)
 
-    def launch(self, inputs):
-        return deferred.call(self, inputs)
-
 
 _float_values: dict = {}  # structure with its floats erased -> the sets of values seen
 
@@ -344,7 +341,7 @@ def _backward(tensor, gradient, retain_graph, create_graph, inputs) -> None:
             found = replay.replay_of(request, plan, compiled)
             if found is not None:
                 programs.cache.put(request.key, found)
-        outputs = compiled.launch(plan.walk.inputs)
+        outputs = deferred.call(compiled, plan.walk.inputs)
         pending = [plan.walk.order[position] for position in plan.pending]
         owners, owned = plan.owners, plan.owned
     root.computed(outputs[0])

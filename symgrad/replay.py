@@ -9,6 +9,7 @@ works out which argument feeds each program input and which pending leaf each ou
 """
 from __future__ import annotations
 
+from codegen import deferred
 from symgrad.graph import LEAF, as_input, is_zero_fill, owners_of
 
 
@@ -76,7 +77,7 @@ class Replay:
 
     def run(self, request):
         sources = request.sources
-        return self.compiled.launch([sources[i].value for i in self.inputs])
+        return deferred.call(self.compiled, [sources[i].value for i in self.inputs])
 
 
 def replay_of(request, plan, compiled):
