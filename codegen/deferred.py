@@ -50,11 +50,13 @@ class Pending:
         deferred call (a loop that prints every step's loss) waits twice as long next time."""
         if self.array is None:
             chain = self.call.chain
-            for call in chain.calls:
-                call.program.calls = 0
-                if len(chain.calls) == 1:
-                    call.program.wait = min(2 * call.program.wait, MAX_WAIT)
-            chain.run()
+            with chain.lock:  # the chain's own thread may be adding to it, or another running it
+                if self.array is None:
+                    for call in chain.calls:
+                        call.program.calls = 0
+                        if len(chain.calls) == 1:
+                            call.program.wait = min(2 * call.program.wait, MAX_WAIT)
+                    chain.run()
         return self.array
 
 
@@ -72,12 +74,14 @@ class _Chain:
     A chain is a first call and then repeats of one call: the same program, wired the same way
     to the calls before it (a loop's step).  So a full chain compiles one fused program per
     loop, whatever arrays each step reads; a call that breaks the pattern runs the chain first.
+    Another thread may read one of its values, and so run it: ``lock`` is held to add or run.
     """
 
-    __slots__ = ("calls", "arrays", "done")
+    __slots__ = ("calls", "arrays", "done", "lock")
 
     def __init__(self):
         self.calls, self.arrays, self.done = [], [], False
+        self.lock = threading.Lock()
 
     def accepts(self, program, wiring) -> bool:
         calls = self.calls
@@ -88,7 +92,8 @@ class _Chain:
 
     def wire(self, inputs):
         """Each input as None (an array from outside, in order: ``arrays`` gets it) or as
-        (how many calls back, which result); None when some input is being traced by JAX."""
+        (how many calls back, which result); None when some input is being traced by JAX, or
+        is a value of another thread's chain not yet run (run at once, outside this lock)."""
         wiring, arrays = [], []
         here = len(self.calls)
         for value in inputs:
@@ -98,7 +103,9 @@ class _Chain:
                 if call.chain is self:
                     wiring.append((here - call.position, value.index))
                     continue
-                value = value.get()  # resolved (or in another thread's chain)
+                value = value.array  # of a chain already run, or of another thread's
+                if value is None:
+                    return None, None
             elif cls not in _UNTRACED:
                 if isinstance(value, Tracer):
                     return None, None
@@ -116,8 +123,8 @@ class _Chain:
         return results
 
     def run(self) -> None:
-        """Run the chain's calls (one jitted program when it is full); live placeholders get
-        their arrays.  Always on arrays, never traced: a value read while JAX traces a function
+        """Run the chain's calls (one jitted program when it is full), ``lock`` held; live
+        placeholders get their arrays.  Always on arrays, never traced: a value read while JAX traces a function
         (a pending tensor captured by ``value_and_grad``) is a constant of that trace, and the
         chain's other results must not become tracers."""
         with jax.ensure_compile_time_eval():
@@ -261,17 +268,27 @@ def call(program, inputs):
     """
     program.calls += 1
     if program.small and program.calls > program.wait:
+        results = _deferred(program, inputs)
+        if results is not None:
+            return results
+    return program.run(*[v.get() if v.__class__ is Pending else v for v in inputs])
+
+
+def _deferred(program, inputs):
+    """``program``'s Pending results, added to this thread's chain; None when it must run now."""
+    while True:
         chain = _state.chain
         if chain is None or chain.done:
             chain = _state.chain = _Chain()
-        wiring, arrays = chain.wire(inputs)
-        if wiring is not None:
-            if len(chain.calls) >= MAX_CHAIN or not chain.accepts(program, wiring):
-                chain.run()
-                chain = _state.chain = _Chain()
-                wiring, arrays = chain.wire(inputs)
-            return chain.add(program, wiring, arrays)
-    return program.run(*[v.get() if v.__class__ is Pending else v for v in inputs])
+        with chain.lock:
+            if chain.done:  # run meanwhile by another thread that read one of its values
+                continue
+            wiring, arrays = chain.wire(inputs)
+            if wiring is None:
+                return None
+            if len(chain.calls) < MAX_CHAIN and chain.accepts(program, wiring):
+                return chain.add(program, wiring, arrays)
+            chain.run()  # full, or this call breaks its pattern: the next chain starts with it
 
 
 def value(array):

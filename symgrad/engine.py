@@ -22,6 +22,7 @@ from __future__ import annotations
 import gc
 import weakref
 
+import jax
 import jax.numpy as jnp
 import sympy as sp
 
@@ -29,7 +30,7 @@ import codegen.compile as programs  # a module import: codegen imports symgrad.i
 from codegen import deferred
 from symgrad import replay
 from symgrad.autodiff import reverse_mode
-from symgrad.graph import CONST, LEAF, is_zero_fill, leaf, owners_of
+from symgrad.graph import CONST, LEAF, is_zero_fill, leaf, owners_of, program_ran
 from symgrad.ir import Program
 
 FREED_MESSAGE = ("Trying to backward through the graph a second time (or directly access saved tensors "
@@ -198,21 +199,36 @@ def _without_collection(fn, *args):
 
 
 def realize(nodes) -> None:
-    """Compute the values of ``nodes`` (and of the pending leaves they need) in one program."""
-    _without_collection(_realize, nodes)
+    """Compute the values of ``nodes`` (and of the pending leaves they need) in one program.
+
+    Someone looks at a value: what was recorded before belongs to an earlier step."""
+    if _without_collection(_realize, nodes):
+        program_ran()
 
 
-def _realize(nodes) -> None:
+def realize_outlived(nodes) -> None:
+    """Compute results that outlived a step (``graph.outlived``) now, when they are used again.
+
+    Not a step of its own (what the current step recorded is not outlived by it), and values
+    are computed even while JAX traces a function that uses these nodes: they belong to no trace.
+    """
+    with jax.ensure_compile_time_eval():
+        _without_collection(_realize, nodes)
+
+
+def _realize(nodes) -> bool:
+    """Whether a program ran (nothing runs when every value is there)."""
     walk = Walk()
     wanted = tuple(walk.add(n, False) for n in nodes)
     wanted = tuple(dict.fromkeys(wanted + walk.pending_leaves(len(walk.order))))
     wanted = tuple(i for i in wanted if not walk.is_input(i))
     if not wanted:
-        return
+        return False
     key = ("value", tuple(walk.entries), wanted)
     compiled = _compiled(key, walk, lambda: _value_program(walk, wanted))
     for position, value in zip(wanted, compiled.run(*[deferred.value(v) for v in walk.inputs])):
         walk.order[position].computed(value)
+    return True
 
 
 def _value_program(walk: Walk, wanted) -> Program:
@@ -349,6 +365,7 @@ def _backward(tensor, gradient, retain_graph, create_graph, inputs) -> None:
         node.computed(value)
     for node, owner, value in zip(owned, owners, outputs[1 + len(pending):]):
         _accumulate(owner, value, node)
+    program_ran()
     if not retain_graph:
         for node in path:
             node.freed = True

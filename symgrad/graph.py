@@ -8,6 +8,10 @@ SymPy is built from these nodes only when a structure is compiled for the first 
 A node's ``value`` is its array once computed.  A *leaf* node stops gradients; its value is
 either an array or, after an in-place update or a ``detach`` of something not yet computed,
 the node it is computed from (its single input), evaluated lazily and then dropped.
+
+Each node remembers how many programs had run when it was recorded (``born``): a result without
+history that outlives the next program uncomputed is computed when it is used again
+(``outlived``), so values carried from step to step never drag earlier steps along.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from symgrad.ops.registry import Op
 
 class Node:
     __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "requires_grad", "value", "owner",
-                 "freed", "grad_fn_object", "retains_grad", "kind", "args", "pending", "__weakref__")
+                 "freed", "grad_fn_object", "retains_grad", "kind", "args", "pending", "born", "__weakref__")
 
     def __init__(self, op: Op, inputs: tuple, attrs: tuple, shape: tuple, dtype, requires_grad: bool,
                  value=None, kind=False, args=None, pending=None):
@@ -29,21 +33,47 @@ class Node:
         self.requires_grad, self.value = requires_grad, value
         self.owner = self.grad_fn_object = None  # owner: weakref to the Tensor whose .grad this feeds
         self.freed = self.retains_grad = False
+        self.born = _programs_run
         if kind is False:
             kind, args, pending = _describe(self)
         self.kind, self.args, self.pending = kind, args, pending
 
     def computed(self, value) -> None:
-        """Take the value a program computed; a leaf then forgets how (chains never grow) and
-        becomes an argument of whatever uses it next."""
+        """Take the value a program computed; a leaf, or a result without history, then forgets
+        how (chains never grow) and becomes an argument of whatever uses it next."""
         self.value = value
-        if self.op is LEAF:
+        if self.op is LEAF or not (self.requires_grad or self.op is CONST):
             self.inputs = ()
             self.kind, self.args, self.pending = kinds.array(self.shape, self.dtype, self.requires_grad), None, ()
 
     @property
     def is_leaf(self) -> bool:
         return self.op is LEAF or not self.requires_grad
+
+
+_programs_run = 0  # programs that have computed node values so far
+
+
+def program_ran() -> None:
+    """A program has computed node values: what was recorded before belongs to an earlier step."""
+    global _programs_run
+    _programs_run += 1
+
+
+def outlived(node: Node) -> bool:
+    """Whether ``node`` is a result without history (computed under ``no_grad``, or a leaf
+    updated in place) that a program has run past without storing it.
+
+    A loop that carries such a result to its next step (a hand-written momentum buffer, a
+    running total) would otherwise compute every earlier step again inside each new program:
+    the graph, and the programs, grow step by step.  PyTorch has computed it long since; used
+    again, it is computed now.  A leaf filled with a constant never grows and waits.
+    """
+    if node.value is not None or node.born == _programs_run or node.op is CONST:
+        return False
+    if node.op is LEAF:
+        return node.inputs[0].op is not CONST
+    return not node.requires_grad
 
 
 def _describe(node: Node):

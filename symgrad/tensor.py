@@ -17,7 +17,7 @@ from symgrad import dtypes, engine, kinds
 from symgrad.formatting import format_tensor
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled
-from symgrad.graph import LEAF, Node, combine, constant, grad_fn_of, lazy_leaf, scalar
+from symgrad.graph import LEAF, Node, combine, constant, grad_fn_of, lazy_leaf, outlived, scalar
 
 
 class Tensor:
@@ -273,6 +273,10 @@ def record(op, nodes: tuple, attrs: tuple = ()) -> Node:
     kind = kinds.known(key) if key is not None else None
     if kind is not None:
         return Node(op, nodes, attrs, kind.shape, kind.dtype, kind.requires_grad, None, kind, arguments, pending)
+    stale = [n for n in nodes if outlived(n)]  # only here: a graph that grows step by step makes new kinds
+    if stale:
+        engine.realize_outlived(stale)
+        return record(op, nodes, attrs)
     try:
         shape, dtype = op.infer(nodes, *attrs)
     except ValueError as error:

@@ -432,11 +432,6 @@ def test_a_value_carried_from_step_to_step_detached(torch):
         same(a, e)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not deferral: a no_grad result that a later step reads (prev = g) is never computed and "
-    "stored, so every step's graph holds all earlier steps and compiles a new program; PyTorch "
-    "computes it at once. Found by this file's review in session 4; to fix: store the values of "
-    "no_grad results still referenced by a tensor when a program computes them"))
 def test_a_value_carried_from_step_to_step_as_a_no_grad_result(torch):
     import codegen
 

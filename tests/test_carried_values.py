@@ -1,0 +1,124 @@
+"""Values without history carried from one training step to the next (a momentum buffer, an
+average of the weights, a running total): the same numbers as PyTorch, and a graph that stays
+the same size however long the loop runs (graph.outlived: such a value is computed when it is
+used again after a step, as PyTorch computed it at once)."""
+import jax
+import numpy as np
+import pytest
+
+import codegen
+import symgrad
+
+STEPS = 240
+TOL = dict(rtol=1e-4, atol=1e-6)
+
+
+def reachable(tensor) -> int:
+    """How many nodes the tensor's value still depends on (its uncomputed history)."""
+    seen, stack = set(), [tensor._node]
+    while stack:
+        node = stack.pop()
+        if id(node) not in seen:
+            seen.add(id(node))
+            stack.extend(node.inputs)
+    return len(seen)
+
+
+def net(T):
+    rng = np.random.default_rng(5)
+    x = T.tensor(np.linspace(-1.0, 1.0, 5).astype(np.float32))
+    y = T.tensor(np.float32([0.0, 0.5, 1.0]))
+    w = T.tensor((0.5 * rng.standard_normal((5, 3))).astype(np.float32), requires_grad=True)
+    b = T.tensor(np.zeros(3, np.float32), requires_grad=True)
+    return x, y, w, b
+
+
+def momentum(T, w, b, state):
+    """A hand-written momentum buffer, out of place under no_grad (``prev = g``)."""
+    g = w.grad.clone() if "prev" not in state else w.grad + 0.9 * state["prev"]
+    w -= 0.05 * g
+    b -= 0.05 * b.grad
+    state["prev"] = g
+    return g
+
+
+def weight_average(T, w, b, state):
+    """An exponential moving average of the weights, out of place."""
+    w -= 0.1 * w.grad
+    b -= 0.1 * b.grad
+    state["ema"] = w.clone() if "ema" not in state else 0.9 * state["ema"] + 0.1 * w
+    return state["ema"]
+
+
+def running_total(T, w, b, state):
+    """The sum of all losses so far, in place."""
+    w -= 0.1 * w.grad
+    b -= 0.1 * b.grad
+    state.setdefault("total", T.zeros(()))
+    state["total"] += state["loss"].detach()
+    return state["total"]
+
+
+def update_twice(T, w, b, state):
+    """A parameter moved twice per step in place, with another value read in between (the
+    program that reads it does not need the parameter)."""
+    w -= 0.05 * w.grad
+    state["bias seen"] = b.sum().item()
+    w -= 0.05 * w.grad
+    b -= 0.1 * b.grad
+    return w
+
+
+def train(T, carry, steps, on_step=None):
+    x, y, w, b = net(T)
+    state = {}
+    for step in range(steps):
+        loss = T.nn.functional.binary_cross_entropy_with_logits(x @ w + b, y)
+        loss.backward()
+        state["loss"] = loss
+        with T.no_grad():
+            carried = carry(T, w, b, state)
+        w.grad.zero_()
+        b.grad.zero_()
+        if on_step:
+            on_step(step, carried)
+    return carried, w, b
+
+
+@pytest.mark.parametrize("carry", [momentum, weight_average, running_total, update_twice],
+                         ids=lambda f: f.__name__)
+def test_a_carried_value_keeps_the_graph_and_the_programs_from_growing(torch, carry):
+    sizes, compiles = {}, {}
+
+    def on_step(step, carried):
+        if step in (STEPS // 2, STEPS - 1):
+            sizes[step], compiles[step] = reachable(carried), codegen.stats.compiles
+
+    carried, w, b = train(symgrad, carry, STEPS, on_step)
+    expected, tw, tb = train(torch, carry, STEPS)
+    np.testing.assert_allclose(carried.detach().numpy(), expected.detach().numpy(), **TOL)
+    np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), **TOL)
+    np.testing.assert_allclose(b.detach().numpy(), tb.detach().numpy(), **TOL)
+    middle, last = STEPS // 2, STEPS - 1
+    assert sizes[last] == sizes[middle] <= 12, f"the carried value's history grows: {sizes}"
+    assert compiles[last] == compiles[middle], "programs compiled in the second half of the loop"
+
+
+def test_a_carried_value_used_inside_a_traced_function_keeps_an_array():
+    """A value that outlived a step is computed when a function traced by ``value_and_grad``
+    first uses it: it gets an array, not one of the trace's tracers."""
+    _, _, w, _ = net(symgrad)
+    x, y = symgrad.ones(5), symgrad.zeros(3)
+    prev = None
+    for _ in range(4):
+        symgrad.nn.functional.binary_cross_entropy_with_logits(x @ w, y).backward()
+        with symgrad.no_grad():
+            prev = w.grad * 2 if prev is None else w.grad + 0.5 * prev
+        w.grad.zero_()
+    symgrad.nn.functional.binary_cross_entropy_with_logits(x @ w, y).backward()
+    assert prev._node.value is None  # and a backward has run since it was recorded
+    value, grad = symgrad.value_and_grad(lambda v: (v * (prev + 1.0)).sum())(np.ones((5, 3), np.float32))
+    array = prev._node.value
+    assert array is not None and not isinstance(array, jax.core.Tracer)
+    np.testing.assert_allclose(float(value), float((prev.numpy() + 1.0).sum()), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(grad), prev.numpy() + 1.0, rtol=1e-6)
