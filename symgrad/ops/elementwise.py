@@ -51,10 +51,16 @@ def elementwise(name, grad_fn, form, *, float_result=False, saves=True, referenc
                 examples=None, domain=None) -> Op:
     """Register an op whose value is ``form`` applied to its inputs' symbols."""
     arity = form.__code__.co_argcount if hasattr(form, "__code__") else 1  # SymPy heads are unary here
+    head = isinstance(form, sp.FunctionClass)
 
     def build(p, node, *xs):
         if float_result:  # jax.nn's functions take floats only: cast integer inputs as PyTorch does
             xs = [p.astype(x, node.dtype.name) if i.dtype.kind < 2 else x for x, i in zip(xs, node.inputs)]
+        if head and all(x.is_Symbol for x in xs):
+            # a head on symbols has nothing to evaluate, and SymPy's evaluation (sin's looks for
+            # multiples of pi and of i) costs more than building the node; skipped, the cost per
+            # op stays the same however big the program (it leaned on SymPy's bounded cache)
+            return p.assign(form(*xs, evaluate=False), node.shape, node.dtype.name, name)
         return p.assign(form(*xs), node.shape, node.dtype.name, name)
 
     return register(Op(name, grad_fn, lambda nodes: infer_elementwise(nodes, float_result), build,
