@@ -202,18 +202,21 @@ def realize(nodes) -> None:
     """Compute the values of ``nodes`` (and of the pending leaves they need) in one program.
 
     Someone looks at a value: what was recorded before belongs to an earlier step."""
-    if _without_collection(_realize, nodes):
+    if _computed_now(nodes):
         program_ran()
 
 
 def realize_outlived(nodes) -> None:
-    """Compute results that outlived a step (``graph.outlived``) now, when they are used again.
+    """Compute results that outlived a step (``graph.outlived``) now, when they are used again;
+    not a step of its own (what the current step recorded is not outlived by it)."""
+    _computed_now(nodes)
 
-    Not a step of its own (what the current step recorded is not outlived by it), and values
-    are computed even while JAX traces a function that uses these nodes: they belong to no trace.
-    """
+
+def _computed_now(nodes) -> bool:
+    """``_realize`` on arrays, even while JAX traces a function that reads these nodes (a value
+    captured by ``value_and_grad``): their values belong to no trace."""
     with jax.ensure_compile_time_eval():
-        _without_collection(_realize, nodes)
+        return _without_collection(_realize, nodes)
 
 
 def _realize(nodes) -> bool:

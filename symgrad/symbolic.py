@@ -36,9 +36,10 @@ def _walk(root, names):
 def expression(tensor, names=None) -> sp.Expr:
     """``tensor`` as a SymPy expression of its leaves."""
     walk, position, ids = _walk(tensor._node, names)
-    program = Program("expression")
-    exprs = walk.lower(program, ids)
-    return _inline(program, [exprs[position]])[0]
+    with programs.building:
+        program = Program("expression")
+        exprs = walk.lower(program, ids)
+        return _inline(program, [exprs[position]])[0]
 
 
 def gradient(output, wrt, names=None):
@@ -50,10 +51,11 @@ def gradient(output, wrt, names=None):
     as_dict = isinstance(wrt, dict)
     targets = dict(wrt) if as_dict else {f"w{i}": t for i, t in enumerate(wrt)}
     walk, position, ids = _walk(output._node, {**(names or {}), **targets})
-    program = Program("gradient")
-    exprs = walk.lower(program, ids)
-    symbols = [exprs[walk.index[t._node]] for t in targets.values()]
-    grads = _inline(program, reverse_mode(program, exprs[position], sp.S.One, symbols))
+    with programs.building:
+        program = Program("gradient")
+        exprs = walk.lower(program, ids)
+        symbols = [exprs[walk.index[t._node]] for t in targets.values()]
+        grads = _inline(program, reverse_mode(program, exprs[position], sp.S.One, symbols))
     return dict(zip(targets, grads)) if as_dict else grads
 
 
@@ -66,7 +68,8 @@ def source(output, gradient=None, names=None) -> str:
     seed = as_tensor(gradient, dtype=output.dtype)._node if gradient is not None else None
     plan = BackwardPlan(output._node, seed)
     if names:
-        return emitter.emit(plan.program({id(t._node): name for name, t in names.items()}))
+        with programs.building:
+            return emitter.emit(plan.program({id(t._node): name for name, t in names.items()}))
     return programs.cache.get(plan.key, plan.program).source
 
 

@@ -273,7 +273,10 @@ def record(op, nodes: tuple, attrs: tuple = ()) -> Node:
     kind = kinds.known(key) if key is not None else None
     if kind is not None:
         return Node(op, nodes, attrs, kind.shape, kind.dtype, kind.requires_grad, None, kind, arguments, pending)
-    stale = [n for n in nodes if outlived(n)]  # only here: a graph that grows step by step makes new kinds
+    # Only here: a graph that grows step by step makes new kinds.  And only for a result without
+    # history: one with history is computed, with the pending leaves it holds, by its backward.
+    with_history = _grad_state.enabled and any(n.requires_grad for n in nodes)
+    stale = [] if with_history else [n for n in nodes if outlived(n)]
     if stale:
         engine.realize_outlived(stale)
         return record(op, nodes, attrs)

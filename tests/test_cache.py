@@ -172,3 +172,39 @@ def test_recorded_graphs_are_freed_without_the_cycle_collector():
     finally:
         if enabled:
             gc.enable()
+
+
+def test_one_thread_builds_a_program_at_a_time():
+    """SymPy's caches are not thread-safe: a second thread's build waits for the first's."""
+    import threading
+
+    first_started, release, order = threading.Event(), threading.Event(), []
+
+    def slow_build():
+        first_started.set()
+        release.wait(5)
+        order.append("first")
+        return _tiny_program(1.0)
+
+    def quick_build():
+        order.append("second")
+        return _tiny_program(2.0)
+
+    thread = threading.Thread(target=lambda: codegen.cache.get(("test build lock", 1), slow_build))
+    thread.start()
+    first_started.wait(5)
+    second = threading.Thread(target=lambda: codegen.cache.get(("test build lock", 2), quick_build))
+    second.start()
+    second.join(0.3)
+    assert order == [], "the second build ran while the first was building"
+    release.set()
+    thread.join(5)
+    second.join(5)
+    assert order == ["first", "second"]
+
+
+def _tiny_program(scale: float) -> Program:
+    program = Program("tiny")
+    x = program.input((3,), "float32", "x")
+    program.output(scale * x, (3,), "float32", "scaled")
+    return program

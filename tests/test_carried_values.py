@@ -122,3 +122,29 @@ def test_a_carried_value_used_inside_a_traced_function_keeps_an_array():
     assert array is not None and not isinstance(array, jax.core.Tracer)
     np.testing.assert_allclose(float(value), float((prev.numpy() + 1.0).sum()), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(grad), prev.numpy() + 1.0, rtol=1e-6)
+
+
+def test_a_plain_loop_that_reads_after_each_step_computes_nothing_early(monkeypatch, torch):
+    """Reading a metric or a gradient's norm after ``step()`` runs a program past the updated
+    parameters; they are still computed inside the next backward, not one by one before it."""
+    early = []
+    original = symgrad.engine.realize_outlived
+    monkeypatch.setattr(symgrad.engine, "realize_outlived", lambda nodes: early.append(len(nodes)) or original(nodes))
+
+    def loop(T, steps=60):
+        x, y, w, b = net(T)
+        sgd = T.optim.SGD([w, b], lr=0.1, momentum=0.9)
+        seen = []
+        for _ in range(steps):
+            sgd.zero_grad()
+            out = x @ w + b
+            T.nn.functional.binary_cross_entropy_with_logits(out, y).backward()
+            sgd.step()
+            seen.append(((out > 0).float() == y).float().mean().item() + float((w.grad ** 2).sum()))
+        return seen, w
+
+    seen, w = loop(symgrad)
+    expected, tw = loop(torch)
+    assert early == []
+    np.testing.assert_allclose(seen, expected, **TOL)
+    np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), **TOL)

@@ -77,3 +77,20 @@ def test_source_is_the_emitted_program():
     f = torch.value_and_grad(mlp_loss, argnums=(0, 1, 2))
     source = f.source(*_params())
     assert source.startswith("import jax") and "def value_and_grad(" in source and "jax.nn.relu" in source
+
+
+def test_a_value_first_computed_inside_a_trace_keeps_an_array():
+    """A tensor captured by a function being traced, computed there for the first time (an inner
+    compiled call reads it), gets an array: it belongs to no trace and prints afterwards."""
+    captured = torch.tensor(np.ones(3, np.float32)) * 2.0  # not computed yet
+    inner = torch.value_and_grad(lambda t: (t * t).sum())
+
+    def outer(v):
+        value, _ = inner(captured)
+        return (v * value).sum()
+
+    value, grad = torch.value_and_grad(outer)(np.ones(3, np.float32))
+    np.testing.assert_allclose(float(value), 36.0)
+    np.testing.assert_allclose(np.asarray(grad), [12.0, 12.0, 12.0])
+    assert not isinstance(captured._node.value, jax.core.Tracer)
+    np.testing.assert_allclose(captured.numpy(), [2.0, 2.0, 2.0])
