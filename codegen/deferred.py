@@ -124,9 +124,9 @@ class _Chain:
 
     def run(self) -> None:
         """Run the chain's calls (one jitted program when it is full), ``lock`` held; live
-        placeholders get their arrays.  Always on arrays, never traced: a value read while JAX traces a function
-        (a pending tensor captured by ``value_and_grad``) is a constant of that trace, and the
-        chain's other results must not become tracers."""
+        placeholders get their arrays.  Always on arrays, never traced: a value read while JAX
+        traces a function (a pending tensor captured by ``value_and_grad``) is a constant of that
+        trace, and the chain's other results must not become tracers."""
         with jax.ensure_compile_time_eval():
             self._run()
 

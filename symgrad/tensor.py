@@ -273,13 +273,6 @@ def record(op, nodes: tuple, attrs: tuple = ()) -> Node:
     kind = kinds.known(key) if key is not None else None
     if kind is not None:
         return Node(op, nodes, attrs, kind.shape, kind.dtype, kind.requires_grad, None, kind, arguments, pending)
-    # Only here: a graph that grows step by step makes new kinds.  And only for a result without
-    # history: one with history is computed, with the pending leaves it holds, by its backward.
-    with_history = _grad_state.enabled and any(n.requires_grad for n in nodes)
-    stale = [] if with_history else [n for n in nodes if outlived(n)]
-    if stale:
-        engine.realize_outlived(stale)
-        return record(op, nodes, attrs)
     try:
         shape, dtype = op.infer(nodes, *attrs)
     except ValueError as error:
@@ -289,6 +282,13 @@ def record(op, nodes: tuple, attrs: tuple = ()) -> Node:
         if n.requires_grad:
             requires_grad = _grad_state.enabled and dtype.kind == 2  # integer results carry no gradient
             break
+    if not requires_grad:
+        # Checked only here (a graph that grows step by step makes new kinds), and only for a result
+        # without history: one with history is computed, with the pending leaves it holds, by its backward.
+        stale = [n for n in nodes if outlived(n)]
+        if stale:
+            engine.realize_outlived(stale)
+            return record(op, nodes, attrs)
     if key is not None:
         kind = kinds.intern(key, shape, dtype, requires_grad)
     return Node(op, nodes, attrs, shape, dtype, requires_grad, None, kind, arguments, pending)
