@@ -64,6 +64,8 @@ class JaxPrinter(StrPrinter):
             return f"jnp.sqrt({self._print(base)})"
         if exponent == -sp.S.Half:
             return f"(1/jnp.sqrt({self._print(base)}))"
+        if exponent == -1:
+            return f"(1/{self.parenthesize(base, PRECEDENCE['Mul'], strict=True)})"
         if exponent.is_Number and exponent < 0:
             positive = sp.Pow(base, -exponent, evaluate=False)
             return f"(1/{self.parenthesize(positive, PRECEDENCE['Mul'])})"
@@ -88,6 +90,11 @@ class JaxPrinter(StrPrinter):
         for a in args[1:]:
             text = f"{fn}({text}, {self._print(a)})"
         return text
+
+    def _print_binary_cross_entropy(self, expr):
+        q, t = (self._print(a) for a in expr.args)
+        return (f"(({t} - 1) * jnp.maximum(jnp.log1p(-{q}), -100.0)"
+                f" - {t} * jnp.maximum(jnp.log({q}), -100.0))")
 
     def _print_Heaviside(self, expr):
         at_zero = expr.args[1] if len(expr.args) > 1 else sp.S.Half
@@ -142,6 +149,12 @@ class JaxPrinter(StrPrinter):
     def _print_LogSumExp(self, expr):
         return self._reduction("jax.nn.logsumexp", expr)
 
+    def _print_LogSoftmax(self, expr):
+        return f"jax.nn.log_softmax({self._print(expr.args[0])}, axis={int(expr.args[1])})"
+
+    def _print_Softmax(self, expr):
+        return f"jax.nn.softmax({self._print(expr.args[0])}, axis={int(expr.args[1])})"
+
     def _print_Reshape(self, expr):
         return f"jnp.reshape({self._print(expr.args[0])}, {_axes(expr.args[1])})"
 
@@ -192,7 +205,7 @@ def value_text(program, expr, shape, dtype) -> str:
     shape and dtype need (numbers standing for arrays become ``jnp.full``, smaller results are
     broadcast, mixed or boolean operands cast)."""
     if not expr.free_symbols and not isinstance(expr, F.Structural):  # a constant such as 2, log(2), E
-        value = expr if expr.is_Number else sp.Float(expr.evalf())
+        value = expr if expr.is_Number or expr is sp.zoo else sp.Float(expr.evalf())
         return f"jnp.full({tuple(shape)!r}, {to_jax(value)}, dtype={DTYPES[dtype]})"
     text = to_jax(expr)
     if isinstance(expr, sp.Symbol):

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from symgrad.ir.functions import Structural
+from symgrad.ir import ieee
+from symgrad.ir.functions import Structural, equal, greater_equal, select
 from symgrad.ir.program import Program
 
 
@@ -25,6 +26,8 @@ def reverse_mode(program: Program, output, seed, wrt):
     the output does not depend on it.
     """
     wrt = list(wrt)
+    if not (isinstance(output, sp.Symbol) or output.is_Number):  # a form left unassigned (3*x)
+        output = program.assign(output, program.shape_of(output), program.dtype_of(output), "out")
     needs = _symbols_between(program, wrt)
     adjoints: dict[sp.Symbol, list] = {}
     if isinstance(output, sp.Symbol) and output in needs:
@@ -39,8 +42,7 @@ def reverse_mode(program: Program, output, seed, wrt):
         if sym in targets:  # a computed target (a retained non-leaf): keep it and go on
             totals[sym] = g
         for arg, contribution in _vjp(program, sym, expr, g, needs):
-            if contribution != 0:
-                adjoints.setdefault(arg, []).append(contribution)
+            adjoints.setdefault(arg, []).append(contribution)  # a 0 too: 0 * inf further back is NaN
     for w in wrt:  # the inputs among the targets
         if w not in totals and adjoints.get(w):
             totals[w] = _total(program, adjoints[w], w, f"grad_{w.name}")
@@ -49,7 +51,7 @@ def reverse_mode(program: Program, output, seed, wrt):
 
 def _total(program, contributions, sym, hint):
     """The sum of the cotangents reaching ``sym``, as a number or an array of sym's full shape."""
-    total = sp.Add(*contributions)
+    total = ieee.add(*contributions)
     shape, dtype = program.shapes[sym], program.dtypes[sym]
     if total.is_Number or program.shape_of(total) == ():  # scalars broadcast where they are used
         return program.assign(total, (), dtype, hint)
@@ -65,10 +67,9 @@ def _vjp(program, sym, expr, g, needs):
     result = []
     for arg in sorted(expr.free_symbols & needs, key=lambda s: s.name):
         derivative = _derivative(expr, arg)
-        if derivative == 0:
-            continue
-        derivative = derivative.xreplace({expr: sym})
-        contribution = g * derivative
+        with sp.evaluate(False):  # rebuilding must not fold x*x**-2 into 1/x (IEEE, symgrad.ir.ieee)
+            derivative = derivative.xreplace({expr: sym})
+        contribution = ieee.mul(g, derivative)
         if program.shapes[arg] != out_shape:  # arg was broadcast: sum the cotangent back
             contribution = program.materialize(contribution, out_shape, program.dtypes[sym])
             contribution = program.sum_to(contribution, program.shapes[arg])
@@ -79,38 +80,56 @@ def _vjp(program, sym, expr, g, needs):
 def _derivative(expr, x):
     """d expr / d x for an elementwise expression: the chain, sum and product rules here, each
     head's own derivative from SymPy (``fdiff``).  Much cheaper than ``sympy.diff``, which
-    builds and evaluates ``Derivative`` objects; the expressions are one op's form, so small."""
+    builds and evaluates ``Derivative`` objects; the expressions are one op's form, so small.
+    Built with IEEE-safe folding only (symgrad.ir.ieee): ``d(x/x)/dx`` is NaN at inf, as in PyTorch."""
     if expr == x:
         return sp.S.One
     if x not in expr.free_symbols:
         return sp.S.Zero
     args = expr.args
     if expr.is_Add:
-        return sp.Add(*[_derivative(a, x) for a in args])
+        return ieee.add(*[_derivative(a, x) for a in args])
     if expr.is_Mul:
         terms = []
         for i, a in enumerate(args):
             da = _derivative(a, x)
             if da != 0:
-                terms.append(sp.Mul(*args[:i], da, *args[i + 1:]))
-        return sp.Add(*terms)
+                terms.append(ieee.mul(*args[:i], da, *args[i + 1:]))
+        return ieee.add(*terms)
     if expr.is_Pow:
-        base, exponent = args
-        result = sp.S.Zero
-        db, de = _derivative(base, x), _derivative(exponent, x)
-        if db != 0:
-            result += exponent * base ** (exponent - 1) * db
-        if de != 0:
-            result += expr * sp.log(base) * de
-        return result
+        return _pow_derivative(expr, x)
     if getattr(type(expr), "fdiff", sp.Function.fdiff) is not sp.Function.fdiff:  # heads with their own rule
         terms = []
         for i, a in enumerate(args, 1):
             da = _derivative(a, x)
             if da != 0:
-                terms.append(expr.fdiff(i) * da)
-        return sp.Add(*terms)
+                terms.append(ieee.mul(expr.fdiff(i), da))
+        return ieee.add(*terms)
     return expr.diff(x)
+
+
+def _pow_derivative(expr, x):
+    """PyTorch's pow gradients: zero where the exponent is 0 (even at a base of 0), and for the
+    exponent zero where the base is 0 and the exponent >= 0 (where b**e * log(b) is 0 * -inf)."""
+    base, exponent = expr.args
+    db, de = _derivative(base, x), _derivative(exponent, x)
+    terms = []
+    if db != 0 and not exponent.is_zero:
+        lowered = exponent - 1 if exponent.is_Number else ieee.add(exponent, sp.S.NegativeOne)
+        power = sp.S.One if lowered == 0 else base if lowered == 1 else sp.Pow(base, lowered, evaluate=False)
+        by_base = ieee.mul(exponent, power)
+        if not exponent.is_Number:
+            by_base = select(equal(exponent, 0), sp.S.Zero, by_base)
+        terms.append(ieee.mul(by_base, db))
+    if de != 0:
+        by_exponent = ieee.mul(expr, sp.log(base, evaluate=False))  # the real log: log(-2) is NaN
+        if base.is_Number:
+            if base.is_zero:
+                by_exponent = select(greater_equal(exponent, 0), sp.S.Zero, by_exponent)
+        else:
+            by_exponent = select(ieee.mul(equal(base, 0), greater_equal(exponent, 0)), sp.S.Zero, by_exponent)
+        terms.append(ieee.mul(by_exponent, de))
+    return ieee.add(*terms)
 
 
 def _symbols_between(program, wrt):

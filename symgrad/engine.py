@@ -109,9 +109,9 @@ class Walk:
                 exprs.append(program.input(node.shape, node.dtype.name, hint))
             else:
                 args = [exprs[i] for i in entry[3]] if node.inputs else []
-                if not node.op.elementwise:  # a folded constant standing for an array becomes one
-                    args = [program.assign(a, i.shape, i.dtype.name, "full", fold=False)
-                            if a.is_Number and i.shape else a for a, i in zip(args, node.inputs)]
+                if not node.op.elementwise:  # a number or a scalar standing for an array becomes one
+                    args = [a if a.is_Number and not i.shape else program.materialize(a, i.shape, i.dtype.name)
+                            for a, i in zip(args, node.inputs)]
                 expr = node.op.build(program, node, *args)
                 if (node.op is LEAF or not node.requires_grad) and any(i.requires_grad for i in node.inputs) \
                         and not expr.is_Number:

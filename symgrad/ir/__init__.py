@@ -1,10 +1,10 @@
 """The intermediate representation shared by the front end, autodiff and codegen."""
 from symgrad.ir.functions import (ELEMENTWISE_FUNCTIONS, STRUCTURAL_PRIMITIVES, Structural,
-                                  broadcast_shapes, equal, index_shape, matmul_shape, python_index,
+                                  binary_cross_entropy, broadcast_shapes, equal, index_shape, matmul_shape, python_index,
                                   reduced_shape, relu, select, sigmoid, softplus, step, greater,
                                   greater_equal, less, less_equal, not_equal)
 from symgrad.ir.program import Program
 
-__all__ = ["Program", "Structural", "ELEMENTWISE_FUNCTIONS", "STRUCTURAL_PRIMITIVES", "broadcast_shapes",
+__all__ = ["Program", "Structural", "binary_cross_entropy", "ELEMENTWISE_FUNCTIONS", "STRUCTURAL_PRIMITIVES", "broadcast_shapes",
            "matmul_shape", "reduced_shape", "index_shape", "python_index", "sigmoid", "softplus", "relu", "step",
            "equal", "greater", "greater_equal", "less", "less_equal", "not_equal", "select"]

@@ -60,6 +60,24 @@ class softplus(_RealFunction):
         return sigmoid(self.args[0])
 
 
+class binary_cross_entropy(_RealFunction):
+    """PyTorch's BCE of a probability q against a target t, each log clamped at -100; its
+    derivatives are PyTorch's, so a saturated sigmoid (q rounded to 1.0) gives 0, not 0 * inf."""
+
+    nargs = 2
+
+    @staticmethod
+    def numeric(q, t):
+        log = lambda v: math.log(v) if v > 0 else -math.inf  # noqa: E731
+        return (t - 1) * max(log(1 - q), -100.0) - t * max(log(q), -100.0)
+
+    def fdiff(self, argindex=1):
+        q, t = self.args
+        if argindex == 1:
+            return (q - t) / sp.Max(q * (1 - q), sp.Float(1e-12))
+        return -sp.log(q / (1 - q))  # -logit(q), unclamped as in PyTorch
+
+
 class step(_RealFunction):
     """1 where x > 0, else 0 (0 at x = 0, as PyTorch's relu gradient)."""
 
@@ -146,7 +164,7 @@ class select(_RealFunction):
         return sp.S.Zero
 
 
-ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, step, relu, equal, greater, greater_equal, less, less_equal,
+ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, binary_cross_entropy, step, relu, equal, greater, greater_equal, less, less_equal,
                          not_equal, select)
 
 
@@ -283,6 +301,35 @@ class LogSumExp(Structural):
         axes, keepdim, sx = _ints(axes), bool(keepdim), p.shape_of(x)
         g = p.expand_reduced(g, sx, axes, keepdim)
         return [(x, g * sp.exp(x - p.expand_reduced(out, sx, axes, keepdim)))]
+
+
+class LogSoftmax(Structural):
+    """x - logsumexp(x) along ``axis``, lowered max-shifted (``(x - max) - log(sum(exp(x - max)))``):
+    at logits of 1e30 the unshifted difference is 0 where PyTorch gives -log(2)."""
+
+    display = "log_softmax"
+
+    def shape(self, shape_of):
+        return shape_of(self.args[0])
+
+    def vjp(self, p, g, out):
+        x, axis = self.args
+        g = p.materialize(g, p.shape_of(out), p.dtype_of(out))
+        return [(x, g - sp.exp(out) * p.reduce_sum(g, (int(axis),), True))]  # PyTorch's formula
+
+
+class Softmax(Structural):
+    """exp(x - max) / sum(exp(x - max)) along ``axis``."""
+
+    display = "softmax"
+
+    def shape(self, shape_of):
+        return shape_of(self.args[0])
+
+    def vjp(self, p, g, out):
+        x, axis = self.args
+        g = p.materialize(g, p.shape_of(out), p.dtype_of(out))
+        return [(x, out * (g - p.reduce_sum(g * out, (int(axis),), True)))]  # PyTorch's formula
 
 
 class ReduceMax(Structural):
@@ -456,7 +503,7 @@ class StopGradient(Structural):
         return []
 
 
-STRUCTURAL_PRIMITIVES = (Matmul, ReduceSum, LogSumExp, ReduceMax, Reshape, BroadcastTo, Permute,
+STRUCTURAL_PRIMITIVES = (Matmul, ReduceSum, LogSumExp, LogSoftmax, Softmax, ReduceMax, Reshape, BroadcastTo, Permute,
                          AsType, OneHot, Index, IndexAdd, StopGradient)
 
 

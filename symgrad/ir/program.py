@@ -11,9 +11,9 @@ from collections import Counter
 
 import sympy as sp
 
-from symgrad.ir.functions import (AsType, BroadcastTo, Index, IndexAdd, LogSumExp, Matmul, OneHot,
-                                  Permute, ReduceMax, ReduceSum, Reshape, StopGradient, Structural,
-                                  broadcast_shapes, numel, reduced_shape)
+from symgrad.ir.functions import (AsType, BroadcastTo, Index, IndexAdd, LogSoftmax, LogSumExp, Matmul,
+                                  OneHot, Permute, ReduceMax, ReduceSum, Reshape, Softmax, StopGradient,
+                                  Structural, broadcast_shapes, numel, reduced_shape)
 
 
 class Program:
@@ -145,6 +145,13 @@ class Program:
 
     def logsumexp(self, x, axes, keepdim: bool):
         return self._structural(LogSumExp, x, sp.Tuple(*sorted(axes)), sp.true if keepdim else sp.false)
+
+    def softmax(self, x, axis: int, log: bool = False):
+        """(log_)softmax along ``axis``; a 0-d x is taken as one element along an axis of its own."""
+        shape, dtype = self.shape_of(x), self.dtype_of(x)
+        if not shape:
+            return self.reshape(self.softmax(self.materialize(x, (1,), dtype), 0, log), ())
+        return self._structural(LogSoftmax if log else Softmax, x, sp.Integer(axis))
 
     def reduce_max(self, x, axes, keepdim: bool):
         return self._structural(ReduceMax, x, sp.Tuple(*sorted(axes)), sp.true if keepdim else sp.false)

@@ -11,7 +11,6 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
-import sympy as sp
 
 from codegen import deferred
 from symgrad import dtypes, ir
@@ -60,9 +59,9 @@ BCE_WITH_LOGITS = register(Op(
 
 BCE = register(Op(
     "binary_cross_entropy", "BinaryCrossEntropyBackward0", _infer_pair,
-    lambda p, node, q, t: _reduce(p, node, -(t * _clamped_log(q) + (1 - t) * _clamped_log(1 - q)), "bce"),
+    lambda p, node, q, t: _reduce(p, node, ir.binary_cross_entropy(q, t), "bce"),
     reference=lambda q, t, reduction: _reference_reduce(
-        -(t * jnp.maximum(jnp.log(q), -100) + (1 - t) * jnp.maximum(jnp.log(1 - q), -100)), reduction),
+        (t - 1) * jnp.maximum(jnp.log1p(-q), -100) - t * jnp.maximum(jnp.log(q), -100), reduction),
     torch_fn=lambda torch, q, t, reduction: torch.nn.functional.binary_cross_entropy(q, t, reduction=reduction),
     examples=_loss_examples((3,), (4, 5)), domain=("unit", "unit")))
 
@@ -72,11 +71,6 @@ MSE = register(Op(
     reference=lambda a, b, reduction: _reference_reduce((a - b) ** 2, reduction),
     torch_fn=lambda torch, a, b, reduction: torch.nn.functional.mse_loss(a, b, reduction=reduction),
     examples=_loss_examples((3,), (4, 5))))
-
-
-def _clamped_log(x):
-    """PyTorch clamps BCE's logarithms at -100 so that a probability of 0 or 1 stays finite."""
-    return sp.Max(sp.log(x), -100)
 
 
 def _reference_reduce(values, reduction):
@@ -90,24 +84,15 @@ def _infer_softmax(nodes, dim):
     return x.shape, x.dtype
 
 
-def _log_softmax(p, node, x):
-    (dim,) = node.attrs
-    if not node.shape:  # one element: its log-probability is 0
-        return p.assign(x - x, (), node.dtype.name, "log_softmax")
-    lse = p.logsumexp(x, (dim,), True)
-    return p.assign(x - lse, node.shape, node.dtype.name, "log_softmax")
-
-
 LOG_SOFTMAX = register(Op(
-    "log_softmax", "LogSoftmaxBackward0", _infer_softmax, _log_softmax,
+    "log_softmax", "LogSoftmaxBackward0", _infer_softmax,
+    lambda p, node, x: p.softmax(x, node.attrs[0], log=True),
     reference=lambda x, dim: jax.nn.log_softmax(x, axis=dim),
     torch_fn=lambda torch, x, dim: torch.nn.functional.log_softmax(x, dim),
     examples=(Example(((4, 5),), (1,)), Example(((4, 5),), (0,)), Example(((6,),), (0,)))))
 
 SOFTMAX = register(Op(
-    "softmax", "SoftmaxBackward0", _infer_softmax,
-    lambda p, node, x: p.assign(sp.exp(x - (p.logsumexp(x, node.attrs, True) if node.shape else x)),
-                                node.shape, node.dtype.name, "softmax"),
+    "softmax", "SoftmaxBackward0", _infer_softmax, lambda p, node, x: p.softmax(x, node.attrs[0]),
     reference=lambda x, dim: jax.nn.softmax(x, axis=dim),
     torch_fn=lambda torch, x, dim: torch.nn.functional.softmax(x, dim),
     examples=(Example(((4, 5),), (1,)), Example(((6,),), (0,)))))

@@ -11,7 +11,7 @@ import sympy as sp
 from symgrad import dtypes
 from symgrad.graph import CONST
 from symgrad import ir
-from symgrad.ir import broadcast_shapes
+from symgrad.ir import broadcast_shapes, ieee
 from symgrad.ops.registry import Example, Op, register
 from symgrad.tensor import apply
 
@@ -51,17 +51,14 @@ def elementwise(name, grad_fn, form, *, float_result=False, saves=True, referenc
                 examples=None, domain=None) -> Op:
     """Register an op whose value is ``form`` applied to its inputs' symbols."""
     arity = form.__code__.co_argcount if hasattr(form, "__code__") else 1  # SymPy heads are unary here
-    head = isinstance(form, sp.FunctionClass)
 
     def build(p, node, *xs):
         if float_result:  # jax.nn's functions take floats only: cast integer inputs as PyTorch does
             xs = [p.astype(x, node.dtype.name) if i.dtype.kind < 2 else x for x, i in zip(xs, node.inputs)]
-        if head and all(x.is_Symbol for x in xs):
-            # a head on symbols has nothing to evaluate, and SymPy's evaluation (sin's looks for
-            # multiples of pi and of i) costs more than building the node; skipped, the cost per
-            # op stays the same however big the program (it leaned on SymPy's bounded cache)
-            return p.assign(form(*xs, evaluate=False), node.shape, node.dtype.name, name)
-        return p.assign(form(*xs), node.shape, node.dtype.name, name)
+        # Unevaluated (IEEE: x*0 is NaN at inf, symgrad.ir.ieee).  This is also the cheap way:
+        # SymPy's evaluation (sin's looks for multiples of pi and of i) costs more than the node,
+        # and its cost per op grew with the program once its bounded cache overflowed.
+        return p.assign(ieee.unevaluated(form, *xs), node.shape, node.dtype.name, name)
 
     return register(Op(name, grad_fn, lambda nodes: infer_elementwise(nodes, float_result), build,
                        saves=saves, reference=reference, torch_fn=torch_fn,
@@ -97,7 +94,7 @@ def _infer_pow(nodes):
 
 
 POW = register(Op("pow", _pow_name, _infer_pow,
-                  lambda p, node, a, b: p.assign(a ** b, node.shape, node.dtype.name, "pow"),
+                  lambda p, node, a, b: p.assign(ieee.unevaluated(sp.Pow, a, b), node.shape, node.dtype.name, "pow"),
                   reference=jnp.power, torch_fn=lambda t, a, b: t.pow(a, b),
                   examples=(Example(((3, 4), ()), scalars={1: 2}), Example(((5,), ()), scalars={1: 3.5}),
                             Example(((3, 4), (3, 4))), Example(((), (4,)), scalars={0: 2.0})),

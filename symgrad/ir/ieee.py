@@ -1,0 +1,76 @@
+"""Building SymPy expressions that mean what IEEE floats compute.
+
+SymPy evaluates as it builds, with the algebra of real numbers: ``x*0`` is ``0``, ``x - x`` is
+``0``, ``x/x`` is ``1``, ``x*x**-2`` is ``1/x``.  For a float that is NaN or infinite none of
+these hold, and PyTorch shows the NaN or Inf that the algebra hides.  So forms and derivatives are
+built with the constructors here, which fold only what is equal for every float input:
+
+* numbers with numbers (a result that is not real, such as ``log(-2)``, becomes NaN, as a float
+  computation gives it; ``1/0`` stays SymPy's complex infinity, which codegen prints as inf);
+* a factor of exactly 1 and a term of exactly 0 (``0 + x`` is ``x``; only the sign of a zero
+  could differ, and that is a zero PyTorch never adds);
+
+and never combine two symbolic factors or terms.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+ONE, ZERO = sp.S.One, sp.S.Zero
+
+
+def number(expr):
+    """A numeric expression (no symbols) folded as floats would: not-real results are NaN."""
+    if expr.is_Number or expr is sp.zoo:
+        return expr
+    if expr.is_extended_real is False:
+        return sp.nan
+    return expr
+
+
+def mul(*factors):
+    """The product of ``factors``, folding numbers only."""
+    coefficient, rest = ONE, []
+    for f in _flat(factors, sp.Mul):
+        if f.is_Number:
+            coefficient = coefficient * f
+        else:
+            rest.append(f)
+    if not rest:
+        return number(coefficient)
+    if coefficient != ONE:
+        rest.insert(0, coefficient)
+    return rest[0] if len(rest) == 1 else sp.Mul(*rest, evaluate=False)
+
+
+def add(*terms):
+    """The sum of ``terms``, folding numbers only."""
+    constant, rest = ZERO, []
+    for t in _flat(terms, sp.Add):
+        if t.is_Number:
+            constant = constant + t
+        else:
+            rest.append(t)
+    if not rest:
+        return number(constant)
+    if constant != ZERO:
+        rest.append(constant)
+    return rest[0] if len(rest) == 1 else sp.Add(*rest, evaluate=False)
+
+
+def _flat(args, head):
+    """Nested products (sums) as one: regrouping changes only rounding, and overflow in between."""
+    for a in args:
+        if a.__class__ is head:
+            yield from a.args
+        else:
+            yield a
+
+
+def unevaluated(build, *args):
+    """``build(*args)`` with SymPy's evaluation off, unless every argument is a number (then it is
+    folded as floats would be): an op's form keeps each operation it was written with."""
+    if all(a.is_Number for a in args):
+        return number(build(*args))
+    with sp.evaluate(False):
+        return build(*args)

@@ -1,0 +1,249 @@
+"""Answers at the edges, against PyTorch on the same inputs (issue: numbers you can trust).
+
+Each test is one class of silent wrong answer or crash that a hostile test found: saturated
+probabilities, 0-d tensors made 1-d, huge logits, IEEE values lost to algebra, legal programs
+that crashed.  Each compares values and gradients with PyTorch (NaN where PyTorch has NaN).
+"""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import symgrad
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _f32(values):
+    return np.asarray(values, dtype=np.float32)
+
+
+def _same(ours, theirs, rtol=1e-6, atol=1e-7, where=""):
+    """Equal up to float32 rounding, NaN where PyTorch has NaN, infinities with their signs."""
+    ours, theirs = np.asarray(ours, dtype=np.float64), np.asarray(theirs, dtype=np.float64)
+    assert ours.shape == theirs.shape
+    np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=atol, equal_nan=True, err_msg=where)
+
+
+def _both(torch, fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(symgrad), fn(torch)
+
+
+# ------------------------------------------------------------------------- 1. saturation
+
+
+def test_bce_of_a_saturated_sigmoid_has_pytorchs_zero_gradient(torch):
+    """Was: NaN gradients once the float32 sigmoid rounds to 1.0 (z >= ~17)."""
+    def run(T):
+        z = T.tensor(_f32([20.0, -200.0, 17.0, 0.5, -40.0]), requires_grad=True)
+        y = T.tensor(_f32([0.0, 1.0, 1.0, 1.0, 0.0]))
+        loss = T.nn.functional.binary_cross_entropy(T.sigmoid(z), y)
+        loss.backward()
+        return loss.item(), z.grad.numpy()
+
+    (ours_loss, ours_grad), (loss, grad) = _both(torch, run)
+    assert grad[0] == 0.0 and grad[1] == 0.0  # PyTorch's number: (p - y) / max(p(1-p), 1e-12) * p(1-p)
+    _same(ours_loss, loss)
+    _same(ours_grad, grad)
+
+
+@pytest.mark.parametrize("p, y", [([0.0, 1.0, 0.0, 1.0, 0.5], [0.0, 1.0, 1.0, 0.0, 0.5]),
+                                  ([1e-8, 1 - 1e-7, 0.3, 0.7, 1e-30], [0.0, 0.0, 0.4, 1.0, 1.0])])
+def test_bce_values_and_both_gradients_at_and_near_0_and_1(torch, p, y):
+    """Was: the log clamp at -100 was reached by no test except a strict xfail; the target's
+    gradient (-logit p, unclamped: inf at p = 0) was never compared."""
+    def run(T):
+        q = T.tensor(_f32(p), requires_grad=True)
+        t = T.tensor(_f32(y), requires_grad=True)
+        loss = T.nn.functional.binary_cross_entropy(q, t, reduction="none")
+        loss.sum().backward()
+        return loss.detach().numpy(), q.grad.numpy(), t.grad.numpy()
+
+    ours, theirs = _both(torch, run)
+    if p[0] == 0.0:
+        assert theirs[0][2] == 100.0  # the clamp is what these inputs reach
+    for a, b in zip(ours, theirs):
+        _same(a, b, rtol=2e-6)
+
+
+def test_logistic_regression_on_large_inputs_stays_pytorchs_step_by_step(torch):
+    """Was: a 30-step logistic regression on inputs scaled by 10 ended with every weight NaN."""
+    rng = np.random.default_rng(0)
+    x = _f32(rng.normal(size=(16, 3)) * 10)
+    y = _f32(rng.integers(0, 2, size=16))
+
+    def run(T):
+        w = T.zeros(3, requires_grad=True)
+        b = T.zeros(1, requires_grad=True)
+        xs, ys, weights = T.tensor(x), T.tensor(y), []
+        for _ in range(30):
+            loss = T.nn.functional.binary_cross_entropy(T.sigmoid(xs @ w + b), ys)
+            loss.backward()
+            with T.no_grad():
+                w -= 0.5 * w.grad
+                b -= 0.5 * b.grad
+            w.grad.zero_()
+            b.grad.zero_()
+            weights.append(w.detach().numpy().copy())
+        return weights
+
+    ours, theirs = _both(torch, run)
+    assert np.isfinite(theirs[-1]).all()
+    for step, (a, b) in enumerate(zip(ours, theirs)):
+        _same(a, b, rtol=1e-4, atol=1e-5, where=f"after step {step + 1}")
+
+
+# --------------------------------------------------------------------- 2. and 5. 0-d tensors
+
+
+ZERO_D_PROGRAMS = {
+    "expand then sum": lambda T, x: x.expand(3).sum(),
+    "flatten then index": lambda T, x: x.flatten()[0],
+    "unsqueeze then amax": lambda T, x: x.unsqueeze(0).amax(-1),
+    "unsqueeze then matmul": lambda T, x: x.unsqueeze(0) @ T.ones(1),
+    "reshape, expand, matmul": lambda T, x: (x.reshape(1, 1).expand(2, 3) @ T.ones(3)).sum(),
+    "expand then index": lambda T, x: x.expand(4)[1:3].sum() * x,
+    "view as 1-element, max": lambda T, x: T.max(x.reshape(1)) + x.unsqueeze(0).sum(),
+}
+
+
+@pytest.mark.parametrize("name", list(ZERO_D_PROGRAMS))
+def test_a_0d_tensor_made_1d(torch, name):
+    """Was: expand(3).sum() gave a gradient of 0 (the emitted program returned a constant zero);
+    the others raised inside symgrad."""
+    program = ZERO_D_PROGRAMS[name]
+
+    def run(T):
+        x = T.tensor(1.5, requires_grad=True)
+        out = program(T, x)
+        out.backward()
+        return out.item(), x.grad.item()
+
+    ours, theirs = _both(torch, run)
+    _same(ours, theirs)
+
+
+def test_empty_mean_backward(torch):
+    """Was: TypeError: cannot create mpf from zoo."""
+    def run(T):
+        x = T.ones(0, 3, requires_grad=True)
+        y = x.mean(0)
+        y.sum().backward()
+        return y.detach().numpy(), x.grad.numpy()
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        _same(a, b)
+
+
+def test_negative_constant_base_to_a_tensor_power(torch):
+    """Was: NameError: name 'pi' is not defined in the generated program (log(-2) = log 2 + i pi)."""
+    def run(T):
+        x = T.tensor(_f32([1.0, 2.0, 0.5, 3.0]), requires_grad=True)
+        y = (-2) ** x
+        y.sum().backward()
+        return y.detach().numpy(), x.grad.numpy()
+
+    ours, theirs = _both(torch, run)
+    assert math.isnan(theirs[1][0]) and theirs[0][1] == 4.0
+    for a, b in zip(ours, theirs):
+        _same(a, b)
+
+
+def test_pow_gradients_follow_pytorchs_masks(torch):
+    """x ** 0 has gradient 0 even at x = 0; d(b ** e)/de is 0 where b = 0 and e >= 0."""
+    def run(T):
+        x = T.tensor(_f32([0.0, -1.0, NAN, 2.0]), requires_grad=True)
+        e = T.tensor(_f32([0.0, 0.0, 1.0, -1.0]), requires_grad=True)
+        b = T.tensor(_f32([0.0, 0.0, 0.0, 0.0]), requires_grad=True)
+        ((x ** e).sum() + (b ** e).sum() + (0.0 ** e).sum()).backward()
+        return x.grad.numpy(), e.grad.numpy(), b.grad.numpy()
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        _same(a, b)
+
+
+# ----------------------------------------------------------------------------- 3. large logits
+
+
+@pytest.mark.parametrize("scale", [1e4, 1e8, 1e30])
+def test_softmax_family_at_huge_logits(torch, scale):
+    """Was: log_softmax([1e30, 1e30]) gave [0, 0] (PyTorch -0.693 each) and float32
+    cross_entropy with all logits 1e8 gave loss 0 (PyTorch 1.0986); visible from 1e4."""
+    logits = _f32([[1.0, 1.0, -1.0], [1.0, 0.5, 1.0]]) * scale
+    labels = np.array([0, 2])
+
+    def run(T):
+        z = T.tensor(logits, requires_grad=True)
+        F = T.nn.functional
+        loss = F.cross_entropy(z, T.tensor(labels))
+        loss.backward()
+        return (F.log_softmax(z.detach(), 1).numpy(), F.softmax(z.detach(), 1).numpy(),
+                T.softmax(z.detach(), 0).numpy(), loss.item(), z.grad.numpy())
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        _same(a, b, rtol=1e-5)
+
+
+def test_softmax_gradients_through_both_forms(torch):
+    """PyTorch's backward formulas: g - exp(y) sum(g) and y (g - sum(g y))."""
+    rng = np.random.default_rng(1)
+    z0, w0 = _f32(rng.normal(size=(3, 4)) * 30), _f32(rng.normal(size=(3, 4)))
+
+    def run(T):
+        z = T.tensor(z0, requires_grad=True)
+        w = T.tensor(w0)
+        F = T.nn.functional
+        ((F.log_softmax(z, 1) * w).sum() + (F.softmax(z, 0) * w).sum()).backward()
+        return z.grad.numpy()
+
+    ours, theirs = _both(torch, run)
+    _same(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("value", [2.0, INF, NAN, -INF])
+def test_softmax_of_a_0d_tensor(torch, value):
+    def run(T):
+        x = T.tensor(value, requires_grad=True)
+        a, b = T.nn.functional.log_softmax(x, 0), T.softmax(x, 0)
+        (a + b).backward()
+        return a.item(), b.item(), x.grad.item()
+
+    ours, theirs = _both(torch, run)
+    _same(ours, theirs)
+
+
+# ------------------------------------------------------------------------------- 4. IEEE
+
+
+def test_a_masked_loss_shows_the_nan_pytorch_shows(torch):
+    """Was: relu(x) * 0 was folded to 0, so a masked loss hid a NaN."""
+    def run(T):
+        x = T.tensor(_f32([NAN, 1.0, INF, -2.0]))
+        w = T.tensor(_f32([1.0, 2.0, 3.0, 4.0]), requires_grad=True)
+        loss = (T.relu(x * w) * 0).sum() + (w * 0 + x / x).sum()
+        loss.backward()
+        return loss.item(), w.grad.numpy()
+
+    ours, theirs = _both(torch, run)
+    assert math.isnan(theirs[0])
+    _same(ours[0], theirs[0])
+    _same(ours[1], theirs[1])
+
+
+def test_constants_fold_as_floats(torch):
+    """Arithmetic on constant-filled tensors folds as floats: log(-1) is NaN, 0/0 NaN, 1/0 inf."""
+    def run(T):
+        minus = T.full((2,), -1.0)
+        zero = T.zeros(2)
+        return (T.log(minus).numpy(), T.sqrt(minus).numpy(), (zero / zero).numpy(),
+                (T.ones(2) / zero).numpy(), (zero * INF).numpy())
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        _same(a, b)
