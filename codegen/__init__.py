@@ -2,9 +2,10 @@
 
 Modules: ``printer`` (one expression -> JAX text), ``emit`` (a Program -> Python source),
 ``compile`` (source -> jitted function, and the cache keyed by structure), ``deferred`` (calls of
-small hot programs, run many at a time as one XLA call).
+small hot programs, run many at a time as one XLA call), ``speed`` (the switch that turns deferral,
+rerolling and replay off).
 """
-from codegen import deferred
+from codegen import deferred, speed
 from codegen.compile import CompiledProgram, ProgramCache, cache, compile_program, stats
 
-__all__ = ["CompiledProgram", "ProgramCache", "cache", "compile_program", "deferred", "stats"]
+__all__ = ["CompiledProgram", "ProgramCache", "cache", "compile_program", "deferred", "speed", "stats"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import jax
 
-from codegen import deferred
+from codegen import deferred, speed
 from codegen.emit import emit
 from symgrad.ir import Program
 
@@ -82,23 +82,31 @@ def compile_program(program: Program) -> CompiledProgram:
 
 
 class ProgramCache:
-    """Structural key -> compiled program, holding at most ``capacity`` (the oldest go first)."""
+    """Structural key -> compiled program, holding at most ``capacity`` (the oldest go first).
+
+    Programs of the fast and the plain path (codegen.speed) are kept apart: a rerolled program,
+    or a replay, must not serve the plain path."""
 
     def __init__(self, capacity: int = 4096):
-        self._programs: dict = {}
+        self._paths = ({}, {})  # plain, fast
         self.capacity = capacity
+
+    @property
+    def _programs(self) -> dict:
+        return self._paths[speed.fast]
 
     def find(self, key):
         """The program for ``key``, or None (a hit is counted)."""
-        compiled = self._programs.get(key)
+        compiled = self._paths[speed.fast].get(key)
         if compiled is not None:
             stats.hits += 1
         return compiled
 
     def put(self, key, compiled):
-        if len(self._programs) >= self.capacity:
-            del self._programs[next(iter(self._programs))]
-        self._programs[key] = compiled
+        programs = self._programs
+        if len(programs) >= self.capacity:
+            del programs[next(iter(programs))]
+        programs[key] = compiled
         return compiled
 
     def get(self, key, build):
@@ -120,7 +128,8 @@ class ProgramCache:
             return self.put(key, compiled)
 
     def clear(self):
-        self._programs.clear()
+        for programs in self._paths:
+            programs.clear()
 
     def __len__(self):
         return len(self._programs)

@@ -26,6 +26,8 @@ import jax
 import jax.numpy as jnp
 from jax.core import Tracer
 
+from codegen import speed
+
 MAX_CHAIN = 16        # calls per chain: one dispatch instead of sixteen
 HOT_AFTER = 8         # calls of a program in a row (no value read) before its calls are deferred
 MAX_WAIT = 1024       # the longest a program read after every call waits before it is tried again
@@ -267,7 +269,7 @@ def call(program, inputs):
     ``calls`` counter and how many calls it ``wait``s before it is deferred (``HOT_AFTER``).
     """
     program.calls += 1
-    if program.small and program.calls > program.wait:
+    if program.small and program.calls > program.wait and speed.fast:
         results = _deferred(program, inputs)
         if results is not None:
             return results

@@ -8,6 +8,7 @@ and runs that repeat (codegen.reroll) are printed once, as the body of a ``jax.l
 """
 from __future__ import annotations
 
+from codegen import speed
 from codegen.printer import value_text
 from codegen.reroll import find_loops, split_step_terms
 from codegen.scan import Scans
@@ -30,10 +31,11 @@ def live_assignments(program: Program):
     return kept
 
 
-def emit(program: Program, reroll: bool = True) -> str:
-    """The program's source; ``reroll=False`` prints every assignment (tests compare the two)."""
+def emit(program: Program, reroll: bool | None = None) -> str:
+    """The program's source; ``reroll=False`` prints every assignment (tests compare the two; by
+    default loops are rerolled on the fast path only, codegen.speed)."""
     kept = live_assignments(program)
-    loops = find_loops(kept, program.shapes, program.dtypes) if reroll else []
+    loops = find_loops(kept, program.shapes, program.dtypes) if (speed.fast if reroll is None else reroll) else []
     scans = None
     if loops:
         program = program.copy()  # what loops need adds symbols of its own

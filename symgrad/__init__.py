@@ -16,29 +16,25 @@ from symgrad.dtypes import (Size, bool_ as bool, device, dtype, float16, float32
 from symgrad.grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,  # noqa: E402
                                set_grad_enabled)
 from symgrad.tensor import Tensor  # noqa: E402
-from symgrad import tensor_methods as _methods  # noqa: E402,F401  (attaches Tensor methods)
+from symgrad.ops import elementwise as _e, linalg as _l, reductions as _r, shape as _s  # noqa: E402,F401  (register ops)
+from symgrad import nn, autograd, optim, symbolic  # noqa: E402
+from symgrad import tensor_methods as _methods  # noqa: E402,F401  (attaches the methods that are no op's)
+from symgrad.namespace import publish as _publish  # noqa: E402
 from symgrad.creation import (Generator, arange, as_tensor, eye, from_numpy, full, full_like,  # noqa: E402
                               linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
                               randn_like, tensor, zeros, zeros_like)
-from symgrad.ops.elementwise import (abs, add, cos, div, exp, log, maximum, minimum, mul, neg, pow,  # noqa: E402
-                                     relu, sigmoid, sin, sqrt, square, sub, tanh, where, gt, ge, lt, le, eq,
-                                     ne)
-from symgrad.ops.linalg import dot, matmul, mm  # noqa: E402
-from symgrad.ops.reductions import amax, logsumexp, max, mean, sum  # noqa: E402
-from symgrad.ops.shape import (clone, expand, flatten, permute, reshape, squeeze, t,  # noqa: E402
-                               transpose, unsqueeze)
-from symgrad import nn, autograd, optim, symbolic  # noqa: E402
-from symgrad.functional import grad, value_and_grad  # noqa: E402
+from symgrad.compiled import grad, value_and_grad  # noqa: E402
 from symgrad import check  # noqa: E402
 from symgrad.check import crosscheck, gradcheck, gradgradcheck  # noqa: E402
-from symgrad.nn.functional import log_softmax, softmax  # noqa: E402
+from symgrad.engine import plain_path  # noqa: E402
+
+_publish(globals(), nn.functional)  # torch.exp, torch.nn.functional.relu, Tensor.exp ... from the op registry
 
 float = float32
 double = float64
 half = float16
 long = int64
 int = int32
-softplus = nn.functional.softplus
 
 
 def is_tensor(obj) -> bool:

@@ -1,7 +1,6 @@
 """``torch.autograd``: ``backward`` and ``grad`` as functions."""
 from __future__ import annotations
 
-from symgrad import engine
 from symgrad.grad_mode import enable_grad, no_grad, set_grad_enabled  # noqa: F401  (PyTorch exposes them here)
 
 
@@ -10,7 +9,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, inputs=None):
     grads = grad_tensors if isinstance(grad_tensors, (list, tuple)) else [grad_tensors] * len(tensors)
     for k, (tensor, grad) in enumerate(zip(tensors, grads)):  # the graphs may share nodes: free them after the last
         last = k == len(tensors) - 1
-        engine.backward(tensor, grad, retain_graph=bool(retain_graph) or not last, inputs=inputs)
+        tensor.backward(grad, retain_graph=bool(retain_graph) or not last, inputs=inputs)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, allow_unused=False):
@@ -25,7 +24,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, allow_unused=Fal
     try:
         for k, (output, seed) in enumerate(zip(outputs, seeds)):
             last = k == len(outputs) - 1
-            engine.backward(output, seed, retain_graph=bool(retain_graph) or not last, inputs=inputs)
+            output.backward(seed, retain_graph=bool(retain_graph) or not last, inputs=inputs)
         result = [t._grad for t in inputs]
     finally:
         for t, g in zip(inputs, saved):

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from symgrad import dtypes
-from symgrad.graph import leaf
+from symgrad.nodes import leaf
 from symgrad.tensor import Tensor
 
 _generator = np.random.default_rng()

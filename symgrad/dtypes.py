@@ -12,17 +12,21 @@ import numpy as np
 class dtype:
     """A tensor element type; ``repr`` is PyTorch's (``torch.float32``)."""
 
-    __slots__ = ("name", "numpy", "kind", "itemsize")
+    __slots__ = ("name", "numpy", "category", "itemsize")
 
-    def __init__(self, name: str, kind: int):
+    def __init__(self, name: str, category: int):
         self.name = name
         self.numpy = np.dtype(name if name != "bool" else np.bool_)
-        self.kind = kind  # 0 bool, 1 integer, 2 floating
+        self.category = category  # BOOLEAN < INTEGER < FLOATING: the order promotion follows
         self.itemsize = self.numpy.itemsize
 
     @property
     def is_floating_point(self) -> bool:
-        return self.kind == 2
+        return self.category == FLOATING
+
+    @property
+    def is_integer(self) -> bool:
+        return self.category == INTEGER
 
     def __repr__(self):
         return f"torch.{self.name}"
@@ -31,16 +35,18 @@ class dtype:
         return (_by_name, (self.name,))
 
 
-bool_ = dtype("bool", 0)
-int32 = dtype("int32", 1)
-int64 = dtype("int64", 1)
-float16 = dtype("float16", 2)
-float32 = dtype("float32", 2)
-float64 = dtype("float64", 2)
+BOOLEAN, INTEGER, FLOATING = 0, 1, 2  # dtype categories, in promotion order
+
+bool_ = dtype("bool", BOOLEAN)
+int32 = dtype("int32", INTEGER)
+int64 = dtype("int64", INTEGER)
+float16 = dtype("float16", FLOATING)
+float32 = dtype("float32", FLOATING)
+float64 = dtype("float64", FLOATING)
 
 ALL = (bool_, int32, int64, float16, float32, float64)
 _BY_NUMPY = {d.numpy: d for d in ALL}
-_DEFAULT_FOR_KIND = {0: bool_, 1: int64, 2: float32}
+_DEFAULT_FOR_CATEGORY = {BOOLEAN: bool_, INTEGER: int64, FLOATING: float32}
 
 
 def _by_name(name: str) -> dtype:
@@ -68,13 +74,13 @@ def default_for(value) -> dtype:
 
 def promote(operands) -> dtype:
     """Result dtype for ``(dtype, priority)`` pairs: 2 dim>0 tensor, 1 0-dim tensor, 0 Python number."""
-    top_kind = max(d.kind for d, _ in operands)
+    top = max(d.category for d, _ in operands)
     for priority in (2, 1, 0):
         group = [d for d, p in operands if p == priority]
-        if group and max(d.kind for d in group) == top_kind:
+        if group and max(d.category for d in group) == top:
             if priority == 0:
-                return _DEFAULT_FOR_KIND[top_kind]
-            return max((d for d in group if d.kind == top_kind), key=lambda d: d.itemsize)
+                return _DEFAULT_FOR_CATEGORY[top]
+            return max((d for d in group if d.category == top), key=lambda d: d.itemsize)
     raise AssertionError("unreachable")
 
 

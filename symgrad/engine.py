@@ -13,9 +13,10 @@ Leaves whose value is pending (updated in place under ``no_grad``, or detached b
 computed) are computed inside the same program and stored, so a training loop's parameter
 update runs fused into the next step and the graph never grows from step to step.
 
+This module is the front end's one door to codegen and its speed layer (codegen.speed).
 Programs are called through ``codegen.deferred``: in a hot loop on small tensors the values
-stored are ``Pending`` placeholders, arguments like any array to the next call, and whoever
-needs the array itself asks for it (``Tensor._value``, ``deferred.value``).
+stored are ``Pending`` placeholders, arguments like any array to the next call.  Whoever needs
+an array asks here (``array``, ``known_array``, ``arrays``); nothing else knows of placeholders.
 """
 from __future__ import annotations
 
@@ -26,104 +27,17 @@ import jax
 import jax.numpy as jnp
 import sympy as sp
 
-import codegen.compile as programs  # a module import: codegen imports symgrad.ir
-from codegen import deferred
+import codegen.compile as programs  # module imports: importing codegen may be what imports symgrad
+import codegen.emit as emitter
+from codegen import deferred, speed
 from symgrad import replay
-from symgrad.autodiff import reverse_mode
-from symgrad.graph import CONST, LEAF, is_zero_fill, leaf, owners_of, program_ran
-from symgrad.ir import Program
+from symgrad.nodes import CONST, leaf, program_ran
+from symgrad.trace import BackwardPlan, Walk, forward_program, gradient_path, is_float_scalar
 
 FREED_MESSAGE = ("Trying to backward through the graph a second time (or directly access saved tensors "
                  "after they have already been freed). Saved intermediate values of the graph are freed when "
                  "you call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
                  "through the graph a second time or if you need to access saved tensors after calling backward.")
-
-
-class Walk:
-    """The nodes a request needs, in topological order, with one key entry per node."""
-
-    __slots__ = ("order", "index", "entries", "inputs", "floats_as_inputs")
-
-    def __init__(self):
-        self.order, self.index, self.entries, self.inputs = [], {}, [], []
-        self.floats_as_inputs = False  # lower Python floats as trailing inputs instead of numbers
-
-    def add(self, root, through_grad: bool, to_leaves: bool = False) -> int:
-        """Add ``root`` and what it needs; returns its position.  Iterative: graphs can be deep.
-
-        Nodes with values are inputs, except non-leaf nodes that requires grad when
-        ``through_grad`` (their ops are differentiated) and every non-leaf when ``to_leaves``.
-        """
-        index, order, entries, inputs = self.index, self.order, self.entries, self.inputs
-        position = index.get(root)
-        if position is not None:
-            return position
-        stack = [root]
-        push, pop, entry = stack.append, stack.pop, entries.append  # this loop runs per node: keep it lean
-        while stack:
-            node = stack[-1]
-            if node in index:
-                pop()
-                continue
-            value = node.value
-            if value is not None and (node.op is LEAF if to_leaves else not (
-                    through_grad and node.requires_grad and node.op is not LEAF)):
-                entry((None, node.shape, node.dtype, node.requires_grad))
-                inputs.append(value)
-            else:
-                ready = True
-                for i in node.inputs:
-                    if i not in index:
-                        push(i)
-                        ready = False
-                if not ready:
-                    continue
-                if node.inputs:
-                    entry((node.op, node.attrs, node.requires_grad, tuple([index[i] for i in node.inputs])))
-                else:  # a constant: its kind tells 1 from 1.0, True and -0.0, and its shape and dtype
-                    entry((node.op, node.kind))
-            pop()
-            index[node] = len(order)
-            order.append(node)
-        return index[root]
-
-    def is_input(self, position: int) -> bool:
-        return self.entries[position][0] is None
-
-    def pending_leaves(self, upto: int):
-        return tuple(i for i in range(upto) if self.order[i].op is LEAF and self.order[i].value is None)
-
-    def lower(self, program: Program, names=None):
-        """Each node's expression in ``program``: inputs become symbols, ops their SymPy forms.
-
-        ``names`` maps ``id(node)`` to the name its input symbol should have.
-        """
-        exprs, floats = [], []
-        for position, node in enumerate(self.order):
-            entry = self.entries[position]
-            if self.floats_as_inputs and _is_float_scalar(node):
-                floats.append(program.input((), node.dtype.name, "c"))
-                exprs.append(floats[-1])
-            elif entry[0] is None:
-                hint = (names or {}).get(id(node)) or ("w" if node.requires_grad and node.op is LEAF else "x")
-                exprs.append(program.input(node.shape, node.dtype.name, hint))
-            else:
-                args = [exprs[i] for i in entry[3]] if node.inputs else []
-                if not node.op.elementwise:  # a number or a scalar standing for an array becomes one
-                    args = [a if a.is_Number and not i.shape else program.materialize(a, i.shape, i.dtype.name)
-                            for a, i in zip(args, node.inputs)]
-                expr = node.op.build(program, node, *args)
-                if (node.op is LEAF or not node.requires_grad) and any(i.requires_grad for i in node.inputs) \
-                        and not expr.is_Number:
-                    expr = program.stop_gradient(expr)  # computed under no_grad, or detached
-                exprs.append(expr)
-        if floats:
-            program.inputs = [s for s in program.inputs if s not in floats] + floats
-        return exprs
-
-
-def _is_float_scalar(node) -> bool:
-    return node.op is CONST and not node.shape and node.attrs[0].__class__ is float
 
 
 class _FloatsBound:
@@ -156,7 +70,7 @@ def _compiled(key, walk: Walk, build):
     compiled = programs.cache.find(key)
     if compiled is not None:
         return compiled
-    positions = [i for i, node in enumerate(walk.order) if _is_float_scalar(node)]
+    positions = [i for i, node in enumerate(walk.order) if is_float_scalar(node)]
     if not positions:
         return programs.cache.get(key, build)
     floats = set(positions)
@@ -195,6 +109,59 @@ def _without_collection(fn, *args):
             gc.enable()
 
 
+# ------------------------------------------------------------------- the front end's door
+
+
+def array(node):
+    """The node's array, computed now if needed (and a deferred result's chain run)."""
+    value = node.value
+    if value is None:
+        realize([node])
+        value = node.value
+    if value.__class__ is deferred.Pending:
+        value = node.value = value.get()
+    return value
+
+
+def known_array(node):
+    """The node's array if it has been computed (never computing one; None inside a JAX trace):
+    checks that PyTorch makes eagerly are made when they cost no computation."""
+    value = node.value
+    if value is None or isinstance(value, jax.core.Tracer):
+        return None
+    return array(node)
+
+
+def arrays(values) -> list:
+    """Node values (arrays or deferred results) as arrays: a walk's inputs, for a program."""
+    return [deferred.value(v) for v in values]
+
+
+def program_for(key, build):
+    """The compiled program for ``key`` (``build()`` makes its Program the first time)."""
+    return programs.cache.get(key, build)
+
+
+def compile_program(program):
+    """``program`` compiled, outside the cache (a program nobody will ask for by key)."""
+    return programs.compile_program(program)
+
+
+def source(program) -> str:
+    """The JAX source of ``program``, built under the lock that guards SymPy's caches."""
+    with programs.building:
+        return emitter.emit(program)
+
+
+plain_path = speed.plain_path  # symgrad.plain_path(): the same numbers without the speed layer
+
+
+def building():
+    """The lock to hold while building Programs outside ``compiled`` (SymPy's caches are not
+    safe from two threads)."""
+    return programs.building
+
+
 # ------------------------------------------------------------------------------ values
 
 
@@ -207,7 +174,7 @@ def realize(nodes) -> None:
 
 
 def realize_outlived(nodes) -> None:
-    """Compute results that outlived a step (``graph.outlived``) now, when they are used again;
+    """Compute results that outlived a step (``nodes.outlived``) now, when they are used again;
     not a step of its own (what the current step recorded is not outlived by it)."""
     _computed_now(nodes)
 
@@ -228,134 +195,45 @@ def _realize(nodes) -> bool:
     if not wanted:
         return False
     key = ("value", tuple(walk.entries), wanted)
-    compiled = _compiled(key, walk, lambda: _value_program(walk, wanted))
-    for position, value in zip(wanted, compiled.run(*[deferred.value(v) for v in walk.inputs])):
+    compiled = _compiled(key, walk, lambda: forward_program(walk, wanted))
+    for position, value in zip(wanted, compiled.run(*arrays(walk.inputs))):
         walk.order[position].computed(value)
     return True
-
-
-def _value_program(walk: Walk, wanted) -> Program:
-    program = Program("forward")
-    exprs = walk.lower(program)
-    for position in wanted:
-        node = walk.order[position]
-        program.output(exprs[position], node.shape, node.dtype.name, f"value {position}")
-    return program
 
 
 # ---------------------------------------------------------------------------- backward
 
 
-class BackwardPlan:
-    """Everything ``backward`` needs: the walk, the targets and the structural key."""
-
-    def __init__(self, root, gradient, inputs=None, gradient_path=None):
-        self.walk = walk = Walk()
-        self.root = walk.add(root, True)
-        self.seed = walk.add(gradient, False) if gradient is not None else -1
-        path, targets = gradient_path or _gradient_path(root, inputs)
-        self.path = path
-        self.main = len(walk.order)
-        self.targets = [(walk.index[t], t) for t in targets]
-        self.owners, self.owned, self.groups = owners_of(targets)
-        existing = [owner._grad for owner in self.owners]
-        self.accumulate = tuple(-1 if g is None or is_zero_fill(g._node) else walk.add(g._node, False)
-                                for g in existing)
-        self.pending = walk.pending_leaves(self.main)
-        self.key = ("grad", tuple(walk.entries), self.root, self.seed, self.main,
-                    tuple(p for p, _ in self.targets), self.groups, self.accumulate)
-
-    def program(self, names=None) -> Program:
-        """The forward-and-backward Program; ``names`` maps ``id(node)`` to an input's name."""
-        walk = self.walk
-        names = names or {}
-        program = Program("forward_backward")
-        exprs = walk.lower(program, names)
-        seed = exprs[self.seed] if self.seed >= 0 else sp.S.One
-        grads = reverse_mode(program, exprs[self.root], seed, [exprs[p] for p, _ in self.targets])
-        root = walk.order[self.root]
-        program.output(exprs[self.root], root.shape, root.dtype.name, "value")
-        for position in self.pending:
-            node = walk.order[position]
-            program.output(exprs[position], node.shape, node.dtype.name, f"new value of {exprs[position]}")
-        totals = [sp.S.Zero] * len(self.owners)
-        for grad, group in zip(grads, self.groups):
-            totals[group] += grad
-        for node, total, previous in zip(self.owned, totals, self.accumulate):
-            total = total + exprs[previous] if previous >= 0 else total
-            label = names.get(id(node), exprs[walk.index[node]])
-            program.output(total, node.shape, node.dtype.name,
-                           f"{label}.grad" + (" (accumulated)" if previous >= 0 else ""))
-        return program
-
-
-def _gradient_path(root, inputs=None):
-    """Non-leaf nodes a gradient flows through, and the nodes whose .grad it fills, in order
-    (only those of the tensors ``inputs``, if given)."""
-    seen, path, targets, stack = {root}, [], [], [root]
-    while stack:
-        node = stack.pop()
-        if node.op is LEAF:
-            if node.owner is not None and node.owner() is not None:
-                targets.append(node)
-            continue
-        path.append(node)
-        if node.retains_grad and node.owner() is not None:
-            targets.append(node)
-        for i in node.inputs:
-            if i.requires_grad and i not in seen:
-                seen.add(i)
-                stack.append(i)
-    if inputs is not None:
-        chosen = {t._node for t in inputs}
-        targets = [t for t in targets if t in chosen]
-    return path, targets
-
-
-def backward(tensor, gradient=None, retain_graph=False, create_graph=False, inputs=None) -> None:
-    """``tensor.backward``; ``inputs`` may name non-leaf tensors, whose .grad is then filled."""
+def backward(root, seed=None, retain_graph: bool = False, inputs=None) -> None:
+    """Gradients of the node ``root`` (weighted by the node ``seed``) into the ``.grad`` of the
+    tensors that own its leaves, or of the tensors ``inputs`` (which may be non-leaf)."""
     if inputs is None:
-        return _backward(tensor, gradient, retain_graph, create_graph, None)
-    if isinstance(inputs, tensor.__class__):
-        inputs = [inputs]
+        return _backward(root, seed, retain_graph, None)
     if not len(inputs):
         raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     borrowed = [t for t in inputs if not t._node.is_leaf and not t._node.retains_grad]
     for t in borrowed:
         t._node.retains_grad, t._node.owner = True, weakref.ref(t)
     try:
-        _backward(tensor, gradient, retain_graph, create_graph, inputs)
+        _backward(root, seed, retain_graph, inputs)
     finally:
         for t in borrowed:
             t._node.retains_grad, t._node.owner = False, None
 
 
-def _backward(tensor, gradient, retain_graph, create_graph, inputs) -> None:
-    root = tensor._node
-    if create_graph:
-        raise NotImplementedError("backward(create_graph=True) is not supported: symgrad's higher-order "
-                                  "gradients come from symgrad.gradcheck / the functional API")
-    if not root.requires_grad:
-        raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
-    if gradient is None:
-        if _numel(root.shape) != 1:
-            raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
-                               f"(backward() on a tensor of shape {tuple(root.shape)}; pass gradient=)")
-        gradient_node = None
-    else:
-        gradient_node = _gradient_node(gradient, root)
-    path, targets = _gradient_path(root, inputs)
+def _backward(root, seed, retain_graph, inputs) -> None:
+    path, targets = gradient_path(root, inputs)
     for node in path:
         if node.freed and node.op.saves:
             raise RuntimeError(FREED_MESSAGE)
-    request = replay.request(root, targets) if gradient_node is None else None
+    request = replay.request(root, targets) if seed is None and speed.fast else None
     found = programs.cache.find(request.key) if request is not None else None
     if found is not None:  # a structure seen before: no walk
         outputs = found.run(request)
         pending = [request.pending[i] for i in found.pending]
         owners, owned = request.owners, request.owned
     else:
-        plan, compiled = _without_collection(_planned, root, gradient_node, inputs, (path, targets))
+        plan, compiled = _without_collection(_planned, root, seed, inputs, (path, targets))
         if request is not None:
             found = replay.replay_of(request, plan, compiled)
             if found is not None:
@@ -367,39 +245,14 @@ def _backward(tensor, gradient, retain_graph, create_graph, inputs) -> None:
     for node, value in zip(pending, outputs[1:]):
         node.computed(value)
     for node, owner, value in zip(owned, owners, outputs[1 + len(pending):]):
-        _accumulate(owner, value, node)
+        owner._set_grad(leaf(value, node.dtype, shape=node.shape))  # the program added any previous .grad
     program_ran()
     if not retain_graph:
         for node in path:
             node.freed = True
 
 
-def _planned(root, gradient_node, inputs, gradient_path):
+def _planned(root, gradient_node, inputs, path_and_targets):
     """The walk of a backward and its compiled program (a miss builds it)."""
-    plan = BackwardPlan(root, gradient_node, inputs, gradient_path)
+    plan = BackwardPlan(root, gradient_node, inputs, path_and_targets)
     return plan, _compiled(plan.key, plan.walk, plan.program)
-
-
-def _accumulate(owner, value, node) -> None:
-    """``owner.grad`` becomes ``value`` (the program already added any previous gradient)."""
-    grad = leaf(value, node.dtype, shape=node.shape)
-    if owner._grad is None:
-        owner._grad = owner.__class__(grad)
-    else:
-        owner._grad._rebind(grad)
-
-
-def _gradient_node(gradient, root):
-    from symgrad.creation import as_tensor
-    node = as_tensor(gradient, dtype=root.dtype)._node
-    if node.shape != root.shape:
-        raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of torch.Size({list(node.shape)}) "
-                           f"and output[0] has a shape of torch.Size({list(root.shape)}).")
-    return node
-
-
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n

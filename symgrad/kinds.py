@@ -1,7 +1,7 @@
 """Kinds: what a node computes, up to the arrays it is given, interned when it is recorded.
 
 A node's *kind* stands for its computation as a function of its *arguments* (``node.args``:
-the leaves that had values when they were used; ``symgrad.graph.combine`` works them out).
+the leaves that had values when they were used; ``symgrad.nodes.combine`` works them out).
 Kinds are interned, so equal structures are one object, compared by identity: two roots of
 the same kind whose arguments repeat at the same positions compute the same function of
 them, and ``backward`` finds its compiled program from the root's kind without walking the

@@ -9,7 +9,8 @@ from __future__ import annotations
 from symgrad.grad_mode import enable_grad, no_grad
 from symgrad.ops.elementwise import elementwise
 from symgrad.ops.registry import Example
-from symgrad.tensor import Tensor, _write_values, apply
+from symgrad.inplace import write_values
+from symgrad.tensor import Tensor, apply
 
 SGD_UPDATE = elementwise("sgd_update", "SubBackward0", lambda p, g, lr: p - lr * g,
                          reference=lambda p, g, lr: p - lr * g, torch_fn=lambda t, p, g, lr: p - lr * g,
@@ -71,7 +72,7 @@ class SGD(Optimizer):
                     if buffer is None:
                         buffer = self.state[id(p)] = g.detach()
                     else:
-                        _write_values(buffer, (buffer * momentum + (1 - dampening) * g)._node)
+                        write_values(buffer, (buffer * momentum + (1 - dampening) * g)._node)
                     g = g + momentum * buffer if group["nesterov"] else buffer
-                _write_values(p, apply(SGD_UPDATE, p, g, lr)._node)
+                write_values(p, apply(SGD_UPDATE, p, g, lr)._node)
         return loss

@@ -10,7 +10,7 @@ works out which argument feeds each program input and which pending leaf each ou
 from __future__ import annotations
 
 from codegen import deferred
-from symgrad.graph import LEAF, as_input, is_zero_fill, owners_of
+from symgrad.nodes import LEAF, as_input, is_zero_fill, owners_of
 
 
 class Request:

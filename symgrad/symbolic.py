@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import sympy as sp
 
-import codegen.compile as programs  # a module import: codegen imports symgrad.ir
-import codegen.emit as emitter
-from symgrad.autodiff import reverse_mode
-from symgrad.engine import BackwardPlan, Walk
-from symgrad.ir import Program
+from symgrad import engine
+from symgrad.creation import as_tensor
+from symgrad.trace import BackwardPlan, Trace, forward_program, walk_of
 
 
-def _inline(program: Program, exprs):
+def _inline(program, exprs):
     """Substitute every assignment back into ``exprs``."""
     env = {}
     for sym, expr in program.assignments:
@@ -24,22 +22,18 @@ def _inline(program: Program, exprs):
     return [sp.sympify(e).xreplace(env) for e in exprs]
 
 
-def _walk(root, names):
-    walk = Walk()
-    for tensor in (names or {}).values():
-        walk.add(tensor._node, False, to_leaves=True)
-    position = walk.add(root, False, to_leaves=True)
-    ids = {id(t._node): name for name, t in (names or {}).items()}
-    return walk, position, ids
+def _trace(root, names, name):
+    """The Trace of ``root`` down to its leaves, named tensors first; ``root``'s position."""
+    names = names or {}
+    walk, (position,) = walk_of([root], [t._node for t in names.values()], to_leaves=True)
+    return Trace(walk, name, {id(t._node): name for name, t in names.items()}), position
 
 
 def expression(tensor, names=None) -> sp.Expr:
     """``tensor`` as a SymPy expression of its leaves."""
-    walk, position, ids = _walk(tensor._node, names)
-    with programs.building:
-        program = Program("expression")
-        exprs = walk.lower(program, ids)
-        return _inline(program, [exprs[position]])[0]
+    with engine.building():
+        trace, position = _trace(tensor._node, names, "expression")
+        return _inline(trace.program, [trace.exprs[position]])[0]
 
 
 def gradient(output, wrt, names=None):
@@ -50,12 +44,10 @@ def gradient(output, wrt, names=None):
     """
     as_dict = isinstance(wrt, dict)
     targets = dict(wrt) if as_dict else {f"w{i}": t for i, t in enumerate(wrt)}
-    walk, position, ids = _walk(output._node, {**(names or {}), **targets})
-    with programs.building:
-        program = Program("gradient")
-        exprs = walk.lower(program, ids)
-        symbols = [exprs[walk.index[t._node]] for t in targets.values()]
-        grads = _inline(program, reverse_mode(program, exprs[position], sp.S.One, symbols))
+    with engine.building():
+        trace, position = _trace(output._node, {**(names or {}), **targets}, "gradient")
+        grads = trace.gradients(position, [trace.walk.index[t._node] for t in targets.values()])
+        grads = _inline(trace.program, grads)
     return dict(zip(targets, grads)) if as_dict else grads
 
 
@@ -64,18 +56,15 @@ def source(output, gradient=None, names=None) -> str:
 
     With ``names`` (name -> tensor) the inputs carry those names; the program is the same.
     """
-    from symgrad.creation import as_tensor
     seed = as_tensor(gradient, dtype=output.dtype)._node if gradient is not None else None
     plan = BackwardPlan(output._node, seed)
     if names:
-        with programs.building:
-            return emitter.emit(plan.program({id(t._node): name for name, t in names.items()}))
-    return programs.cache.get(plan.key, plan.program).source
+        return engine.source(plan.program({id(t._node): name for name, t in names.items()}))
+    return engine.program_for(plan.key, plan.program).source
 
 
 def forward_source(output) -> str:
     """The JAX source of the program that computes ``output``'s value."""
-    from symgrad.engine import _value_program
-    walk = Walk()
-    position = walk.add(output._node, False, to_leaves=True)
-    return programs.cache.get(("value", tuple(walk.entries), (position,)), lambda: _value_program(walk, (position,))).source
+    walk, positions = walk_of([output._node], to_leaves=True)
+    key = ("value", tuple(walk.entries), tuple(positions))
+    return engine.program_for(key, lambda: forward_program(walk, positions)).source

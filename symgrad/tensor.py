@@ -12,12 +12,13 @@ import weakref
 
 import numpy as np
 
-from codegen.deferred import Pending
+import jax.numpy as jnp
+
 from symgrad import dtypes, engine, kinds
 from symgrad.formatting import format_tensor
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled
-from symgrad.graph import LEAF, Node, combine, constant, grad_fn_of, lazy_leaf, outlived, scalar
+from symgrad.nodes import LEAF, Node, combine, grad_fn_of, lazy_leaf, leaf, outlived, scalar
 
 
 class Tensor:
@@ -99,19 +100,27 @@ class Tensor:
         self._rebind(lazy_leaf(self._node))
         return self
 
-    @property
-    def data(self) -> "Tensor":
-        """The values without history; in-place changes to it change this tensor (as PyTorch's view)."""
-        view = self.detach()
-        view._base = self
-        return view
-
-    @data.setter
-    def data(self, value: "Tensor"):
-        _write_values(self, lazy_leaf(value._node))
-
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        engine.backward(self, gradient, bool(retain_graph), create_graph, inputs)
+        if create_graph:
+            raise NotImplementedError("backward(create_graph=True) is not supported: symgrad's higher-order "
+                                      "gradients come from symgrad.gradcheck / the functional API")
+        root = self._node
+        if not root.requires_grad:
+            raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+        if gradient is None and dtypes.Size(root.shape).numel() != 1:
+            raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
+                               f"(backward() on a tensor of shape {tuple(root.shape)}; pass gradient=)")
+        seed = None if gradient is None else _gradient_node(gradient, root)
+        if isinstance(inputs, Tensor):
+            inputs = [inputs]
+        engine.backward(root, seed, bool(retain_graph), inputs)
+
+    def _set_grad(self, node: Node) -> None:
+        """``backward`` filled this tensor's gradient: the same ``.grad`` tensor takes new values."""
+        if self._grad is None:
+            self._grad = Tensor(node)
+        else:
+            self._grad._rebind(node)
 
     # ------------------------------------------------------------------- shape & type
 
@@ -152,14 +161,7 @@ class Tensor:
     # ----------------------------------------------------------------------- values
 
     def _value(self):
-        node = self._node
-        value = node.value
-        if value is None:
-            engine.realize([node])
-            value = node.value
-        if value.__class__ is Pending:  # a deferred result (codegen.deferred)
-            value = node.value = value.get()
-        return value
+        return engine.array(self._node)
 
     def numpy(self) -> np.ndarray:
         if self._node.requires_grad:
@@ -190,7 +192,7 @@ class Tensor:
         return bool(self.item())
 
     def __index__(self):
-        if self._node.dtype.kind == 2:
+        if self._node.dtype.is_floating_point:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
@@ -243,8 +245,7 @@ def as_node(value) -> Node:
     if isinstance(value, np.generic):
         return scalar(value.item())
     if isinstance(value, np.ndarray):
-        from symgrad.creation import tensor
-        return tensor(value)._node
+        return _array_leaf(value, dtypes.from_numpy(value.dtype))
     raise TypeError(f"expected a Tensor or a number, got {type(value).__name__}")
 
 
@@ -280,7 +281,7 @@ def record(op, nodes: tuple, attrs: tuple = ()) -> Node:
     requires_grad = False
     for n in nodes:
         if n.requires_grad:
-            requires_grad = _grad_state.enabled and dtype.kind == 2  # integer results carry no gradient
+            requires_grad = _grad_state.enabled and dtype.is_floating_point  # integer results carry no gradient
             break
     if not requires_grad:
         # Checked only here (a graph that grows step by step makes new kinds), and only for a result
@@ -294,55 +295,17 @@ def record(op, nodes: tuple, attrs: tuple = ()) -> Node:
     return Node(op, nodes, attrs, shape, dtype, requires_grad, None, kind, arguments, pending)
 
 
-def _write_values(tensor: Tensor, values: Node) -> None:
-    """``tensor`` takes ``values`` (computed without history); its own history, if any, stays."""
-    node = tensor._node
-    if node.requires_grad and node.op is not LEAF:
-        from symgrad.ops.elementwise import KEEP_HISTORY
-        tensor._rebind(Node(KEEP_HISTORY, (node, values), (), node.shape, node.dtype, True))
+def _array_leaf(array, dtype) -> Node:
+    return leaf(jnp.asarray(np.asarray(array, dtype=dtype.numpy)), dtype)
+
+
+def _gradient_node(gradient, root: Node) -> Node:
+    """``backward(gradient)``'s seed, of the root's dtype; PyTorch's error for another shape."""
+    if isinstance(gradient, Tensor) and gradient.dtype is root.dtype:
+        node = gradient._node
     else:
-        tensor._rebind(lazy_leaf(values, requires_grad=node.requires_grad))
-    if tensor._base is not None:
-        _write_values(tensor._base, lazy_leaf(values))
-
-
-def apply_inplace(tensor: Tensor, op, *args, attrs: tuple = ()) -> Tensor:
-    """``tensor op= other``: record out of place, then move ``tensor`` to the result."""
-    node = tensor._node
-    if node.requires_grad and node.op is LEAF and _grad_state.enabled:
-        raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation "
-                           f"({op.name}_ on shape {tuple(node.shape)}, {node.dtype}); wrap it in "
-                           f"torch.no_grad() to update it without recording.")
-    result = record(op, (node, *[a._node if a.__class__ is Tensor else as_node(a) for a in args]), attrs)
-    if result.dtype is not node.dtype:
-        if result.dtype.kind > node.dtype.kind:
-            raise RuntimeError(f"result type {result.dtype} can't be cast to the desired output type "
-                               f"{node.dtype} [{op.name}_ on shape {tuple(node.shape)}]")
-        from symgrad.ops.shape import to_dtype
-        result = to_dtype(Tensor(result), node.dtype)._node
-    if result.shape != node.shape:
-        raise RuntimeError(f"output with shape {list(node.shape)} doesn't match the broadcast shape "
-                           f"{list(result.shape)} [{op.name}_]")
-    if result.requires_grad:
-        tensor._rebind(result)
-        if tensor._base is not None:
-            _write_values(tensor._base, lazy_leaf(result))
-    else:
-        _write_values(tensor, result)
-    return tensor
-
-
-def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
-    """``tensor.fill_(value)`` / ``zero_()``: the tensor becomes a constant, lazily.
-
-    Under grad mode a tensor with history records the fill (its gradient is zero), as PyTorch.
-    """
-    node = tensor._node
-    if is_grad_enabled() and node.requires_grad:
-        if node.op is LEAF:
-            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-        from symgrad.ops.elementwise import FILL
-        tensor._rebind(Node(FILL, (node,), (value, name), node.shape, node.dtype, True))
-        return tensor
-    _write_values(tensor, constant(value, node.shape, node.dtype))
-    return tensor
+        node = _array_leaf(gradient, root.dtype)
+    if node.shape != root.shape:
+        raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of torch.Size({list(node.shape)}) "
+                           f"and output[0] has a shape of torch.Size({list(root.shape)}).")
+    return node

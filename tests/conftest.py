@@ -18,6 +18,18 @@ def pytest_configure(config):
     settings.load_profile("slow" if config.getoption("--slow") else os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+@pytest.fixture(params=["fast path", "plain path"])
+def both_paths(request):
+    """Run a parity test with the speed layer and without it (codegen.speed): a wrong number on
+    one path only is the speed layer's."""
+    import symgrad
+    if request.param == "plain path":
+        with symgrad.plain_path():
+            yield request.param
+    else:
+        yield request.param
+
+
 @pytest.fixture(scope="session")
 def torch():
     """The real PyTorch, the reference for parity tests (installed by the README's test command)."""

@@ -8,6 +8,8 @@ import pytest
 import symgrad as torch
 import symgrad.nn.functional as F
 
+pytestmark = pytest.mark.usefixtures("both_paths")  # each test on the fast and the plain path
+
 
 def test_requires_grad_at_creation_and_later():
     x = torch.ones(3)

@@ -77,7 +77,7 @@ def test_same_leaf_twice_is_not_confused_with_two_leaves():
 def test_ten_thousand_steps_hold_steady_memory():
     import gc
 
-    from symgrad.graph import Node
+    from symgrad.nodes import Node
 
     x, y = torch.ones(5), torch.zeros(3)
     w, b = torch.randn(5, 3, requires_grad=True), torch.randn(3, requires_grad=True)
@@ -119,6 +119,7 @@ def test_a_repeated_step_neither_walks_the_graph_nor_infers_shapes(monkeypatch):
     """After warm-up, backward finds its program from the root's kind, and recording an op
     of a known kind skips the op's shape rule."""
     import symgrad.engine as engine
+    import symgrad.trace as trace
     from symgrad import kinds
     from symgrad.ops.linalg import MATMUL
 
@@ -133,6 +134,7 @@ def test_a_repeated_step_neither_walks_the_graph_nor_infers_shapes(monkeypatch):
         raise AssertionError("a repeated step must not walk the graph or infer shapes")
 
     monkeypatch.setattr(engine, "Walk", forbidden)
+    monkeypatch.setattr(trace, "Walk", forbidden)
     monkeypatch.setattr(MATMUL, "infer", forbidden)
     _seed_step(x, y, w, b)
     monkeypatch.undo()

@@ -12,6 +12,8 @@ import pytest
 
 import symgrad
 
+pytestmark = pytest.mark.usefixtures("both_paths")  # each test on the fast and the plain path
+
 NAN, INF = float("nan"), float("inf")
 
 

@@ -5,7 +5,7 @@ import numpy as np
 
 import symgrad as torch
 from codegen.emit import live_assignments
-from symgrad.engine import BackwardPlan, Walk, _value_program
+from symgrad.trace import BackwardPlan, Walk, forward_program
 
 
 def _chain(depth, n=4):
@@ -19,7 +19,7 @@ def _chain(depth, n=4):
 def _program_sizes(loss):
     walk = Walk()
     position = walk.add(loss._node, False)
-    forward = _value_program(walk, (position,))
+    forward = forward_program(walk, (position,))
     backward = BackwardPlan(loss._node, None).program()
     return len(live_assignments(forward)), len(live_assignments(backward)), forward, backward
 

@@ -13,6 +13,8 @@ import pytest
 
 import symgrad
 
+pytestmark = pytest.mark.usefixtures("both_paths")  # each test on the fast and the plain path
+
 
 def _f32(a):
     return np.asarray(a, dtype=np.float32)

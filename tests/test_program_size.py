@@ -12,7 +12,7 @@ import pytest
 
 from codegen.emit import live_assignments
 from op_cases import cases, make_inputs, symgrad_args
-from symgrad.engine import BackwardPlan, Walk, _value_program
+from symgrad.trace import BackwardPlan, Walk, forward_program
 from symgrad.tensor import apply
 
 CASES = [c for c in cases()]
@@ -28,7 +28,7 @@ def test_backward_size_and_constant_cotangent(name, op, example):
         return
     loss = out.sum()
     walk = Walk()
-    forward = len(live_assignments(_value_program(walk, (walk.add(loss._node, False),))))
+    forward = len(live_assignments(forward_program(walk, (walk.add(loss._node, False),))))
     backward = len(live_assignments(BackwardPlan(loss._node, None).program()))
     assert backward - forward <= MAX_EXTRA_ASSIGNMENTS, (forward, backward)
     loss.backward()

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import symgrad as torch
 from codegen.emit import emit
 from codegen.reroll import MIN_STEPS
-from symgrad.engine import BackwardPlan, Walk, _value_program
+from symgrad.trace import BackwardPlan, Walk, forward_program
 from symgrad.ir import Program
 
 
@@ -136,7 +136,7 @@ def test_forward_value_program_is_rerolled():
     x = torch.tensor(np.linspace(-1, 1, 5))
     h = chain(30, x)
     walk = Walk()
-    program = _value_program(walk, (walk.add(h._node, False),))
+    program = forward_program(walk, (walk.add(h._node, False),))
     source, (value,) = both_ways(program, walk.inputs)
     assert "jax.lax.scan(" in source
     expected = np.linspace(-1, 1, 5)

@@ -32,7 +32,7 @@ from test_reroll import backward_both_ways, both_ways, chain_against_torch
 import symgrad
 from codegen.emit import emit, live_assignments
 from codegen.reroll import MIN_STEPS, find_loops
-from symgrad.engine import BackwardPlan, Walk, _value_program
+from symgrad.trace import BackwardPlan, Walk, forward_program
 from symgrad.ir import Program
 
 # ------------------------------------------------------------------------------ helpers
@@ -52,7 +52,7 @@ def value_both_ways(*tensors, jit=False):
     """The forward value program of ``tensors`` (walked in this order), run both ways."""
     walk = Walk()
     positions = tuple(walk.add(t._node, False) for t in tensors)
-    program = _value_program(walk, positions)
+    program = forward_program(walk, positions)
     return both_ways(program, walk.inputs, jit)
 
 
@@ -572,7 +572,7 @@ def test_training_loop_with_inplace_updates_under_no_grad(real):
         close(ours, theirs)
 
 
-def test_inplace_chain_under_no_grad_is_a_rerolled_value_program():
+def test_inplace_chain_under_no_grad_is_a_rerolledforward_program():
     v = symgrad.tensor(np.linspace(0, 1, 5))
     with symgrad.no_grad():
         for _ in range(25):

@@ -14,6 +14,8 @@ import pytest
 import symgrad
 from parity import assert_same_printout
 
+pytestmark = pytest.mark.usefixtures("both_paths")  # each test on the fast and the plain path
+
 SEEDS = sorted((Path(__file__).parent / "seeds").glob("seed_*.py"))
 
 

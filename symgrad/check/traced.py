@@ -7,14 +7,11 @@ import inspect
 
 import numpy as np
 
-import codegen.compile as programs  # a module import: codegen imports symgrad.ir
-from codegen import deferred
-from symgrad import dtypes
-from symgrad.autodiff import reverse_mode
-from symgrad.engine import Walk
-from symgrad.graph import leaf
+from symgrad import dtypes, engine
 from symgrad.ir import Program
+from symgrad.nodes import leaf
 from symgrad.tensor import Tensor
+from symgrad.trace import Trace, vjp_program, walk_of
 
 
 def as_float64(value) -> np.ndarray:
@@ -38,7 +35,7 @@ class ProgramFunction:
 
     def __init__(self, program: Program, arity: int, constants: list):
         self.program, self.arity, self.constants = program, arity, list(constants)
-        self._forward = programs.compile_program(program)
+        self._forward = engine.compile_program(program)
         self._vjps: dict = {}
 
     @property
@@ -50,21 +47,12 @@ class ProgramFunction:
 
     def vjp_program(self, output: int, wrt) -> Program:
         """Inputs (arguments..., constants..., cotangent) -> gradients w.r.t. arguments ``wrt``."""
-        program = self.program.copy("vjp")
-        expr, shape, dtype = program.outputs[output]
-        seed = program.input(shape, dtype, "cotangent")
-        targets = [program.inputs[k] for k in wrt]
-        grads = reverse_mode(program, expr, seed, targets)
-        program.outputs, program.output_names = [], []
-        for k, g in zip(wrt, grads):
-            sym = program.inputs[k]
-            program.output(g, program.shapes[sym], program.dtypes[sym], f"gradient of {sym}")
-        return program
+        return vjp_program(self.program, output, wrt)
 
     def vjp(self, output: int, wrt, arrays, cotangent):
         key = (output, tuple(wrt))
         if key not in self._vjps:
-            self._vjps[key] = programs.compile_program(self.vjp_program(output, wrt))
+            self._vjps[key] = engine.compile_program(self.vjp_program(output, wrt))
         return [np.asarray(g) for g in self._vjps[key](*arrays, *self.constants, cotangent)]
 
     def numerical_jacobian(self, output: int, k: int, arrays, eps: float, refined: bool = False):
@@ -113,15 +101,12 @@ def trace(fn, arrays, differentiable) -> ProgramFunction:
     for o in outputs:
         if not isinstance(o, Tensor):
             raise TypeError(f"{getattr(fn, '__name__', 'fn')} must return tensors, got {type(o).__name__}")
-    walk = Walk()
-    for t in leaves:
-        walk.add(t._node, False)
+    walk, _ = walk_of((), [t._node for t in leaves])
     roots = [walk.add(o._node, True) for o in outputs]
-    program = Program("forward")
-    exprs = walk.lower(program)
-    for position, o in zip(roots, outputs):
-        program.output(exprs[position], o._node.shape, o._node.dtype.name, "output")
-    return ProgramFunction(program, len(arrays), [deferred.value(v) for v in walk.inputs[len(arrays):]])
+    trace = Trace(walk, "forward")
+    for position in roots:
+        trace.output(position, "output")
+    return ProgramFunction(trace.program, len(arrays), engine.arrays(walk.inputs[len(arrays):]))
 
 
 def vjp_function(function: ProgramFunction, output: int, wrt) -> ProgramFunction:

@@ -12,16 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from codegen import deferred
-from symgrad import dtypes, ir
-from symgrad.ops.elementwise import logsigmoid, relu, sigmoid, softplus, tanh
-from symgrad.ops.reductions import dim_index
-from symgrad.ops.registry import Example, Op, register
+from symgrad import dtypes, engine, ir
+from symgrad.ops.dims import dim_index
+from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import Tensor, apply
-
-__all__ = ["relu", "sigmoid", "tanh", "softplus", "logsigmoid", "log_softmax", "softmax",
-           "binary_cross_entropy_with_logits", "binary_cross_entropy", "mse_loss", "nll_loss",
-           "cross_entropy"]
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -105,7 +99,7 @@ def _class_axis(logp_shape) -> int:
 
 def _infer_nll(nodes, reduction, ignore_index):
     logp, target = nodes
-    if target.dtype.kind != 1:
+    if not target.dtype.is_integer:
         raise ValueError(f"expected scalar type Long but found {target.dtype.name.capitalize()} (nll_loss target)")
     if not logp.shape:
         raise ValueError("nll_loss: input must have a class dimension, got a 0-dim tensor")
@@ -202,12 +196,14 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     return apply(MSE, input, target, attrs=(_reduction(reduction),))
 
 
+@LOG_SOFTMAX.publish(Names(function=("log_softmax",), method=("log_softmax",)))
 def log_softmax(input, dim=None, dtype=None):
     if dim is None:
         raise TypeError("log_softmax() missing the dim argument")
     return apply(LOG_SOFTMAX, input if dtype is None else input.to(dtype), attrs=(dim_index(dim, input.ndim),))
 
 
+@SOFTMAX.publish(Names(function=("softmax",), method=("softmax",)))
 def softmax(input, dim=None, dtype=None):
     if dim is None:
         raise TypeError("softmax() missing the dim argument")
@@ -235,10 +231,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 def _known_values(tensor):
     """The tensor's values if they are already computed (a leaf's), else None: checks that
     PyTorch makes eagerly are made here whenever they cost no computation."""
-    value = tensor._node.value
-    if value is None or isinstance(value, jax.core.Tracer):
-        return None
-    return np.asarray(deferred.value(value))
+    value = engine.known_array(tensor._node)
+    return None if value is None else np.asarray(value)
 
 
 def _check_labels(target, classes, ignore_index):

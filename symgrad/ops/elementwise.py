@@ -9,10 +9,10 @@ import jax.numpy as jnp
 import sympy as sp
 
 from symgrad import dtypes
-from symgrad.graph import CONST
+from symgrad.nodes import CONST
 from symgrad import ir
 from symgrad.ir import broadcast_shapes, ieee
-from symgrad.ops.registry import Example, Op, register
+from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import apply
 
 UNARY = (Example(((3, 4),)), Example(((),)), Example(((7,),)))
@@ -42,28 +42,51 @@ def infer_elementwise(nodes, float_result=False):
         if n.dtype is not dtype:
             dtype = dtypes.promote([(n.dtype, priority(n)) for n in nodes])
             break
-    if float_result and dtype.kind != 2:
+    if float_result and not dtype.is_floating_point:
         dtype = dtypes.float32
     return shape, dtype
 
 
 def elementwise(name, grad_fn, form, *, float_result=False, saves=True, reference=None, torch_fn=None,
-                examples=None, domain=None) -> Op:
-    """Register an op whose value is ``form`` applied to its inputs' symbols."""
-    arity = form.__code__.co_argcount if hasattr(form, "__code__") else 1  # SymPy heads are unary here
+                examples=None, domain=None, names: Names | None = None) -> Op:
+    """Register an op whose value is ``form`` applied to its inputs' symbols; with ``names``, its
+    public function ``name(input, ...)`` goes by them."""
+    code = getattr(form, "__code__", None)  # SymPy heads (classes) are unary here
+    arity = code.co_argcount - len(form.__defaults__ or ()) if code else 1  # sympy.sqrt(arg, evaluate=None)
 
     def build(p, node, *xs):
         if float_result:  # jax.nn's functions take floats only: cast integer inputs as PyTorch does
-            xs = [p.astype(x, node.dtype.name) if i.dtype.kind < 2 else x for x, i in zip(xs, node.inputs)]
+            xs = [p.astype(x, node.dtype.name) if not i.dtype.is_floating_point else x for x, i in zip(xs, node.inputs)]
         # Unevaluated (IEEE: x*0 is NaN at inf, symgrad.ir.ieee).  This is also the cheap way:
         # SymPy's evaluation (sin's looks for multiples of pi and of i) costs more than the node,
         # and its cost per op grew with the program once its bounded cache overflowed.
         return p.assign(ieee.unevaluated(form, *xs), node.shape, node.dtype.name, name)
 
-    return register(Op(name, grad_fn, lambda nodes: infer_elementwise(nodes, float_result), build,
-                       saves=saves, reference=reference, torch_fn=torch_fn,
-                       examples=examples or (UNARY if arity == 1 else BINARY),
-                       domain=domain or ("real",) * arity, elementwise=True))
+    op = register(Op(name, grad_fn, lambda nodes: infer_elementwise(nodes, float_result), build,
+                     saves=saves, reference=reference, torch_fn=torch_fn,
+                     examples=examples or (UNARY if arity == 1 else BINARY),
+                     domain=domain or ("real",) * arity, elementwise=True))
+    if names is not None:
+        op.publish(names)(public_function(op, arity))
+    return op
+
+
+def public_function(op: Op, arity: int):
+    """``torch.<op>(input, ...)``: the op applied to its inputs, nothing else."""
+    if arity == 1:
+        def function(input):
+            return apply(op, input)
+    else:
+        def function(input, other):
+            return apply(op, input, other)
+    function.__name__ = function.__qualname__ = op.name
+    function.__doc__ = f"``torch.{op.name}``: recorded as {op.grad_fn}." if isinstance(op.grad_fn, str) else None
+    return function
+
+
+def _unary(name, *more):
+    """The names of a unary function that is also a Tensor method."""
+    return Names(function=(name,), method=(name, *more))
 
 
 def _pow_name(nodes):
@@ -78,17 +101,18 @@ ADD = elementwise("add", "AddBackward0", lambda a, b: a + b, saves=False, refere
 SUB = elementwise("sub", "SubBackward0", lambda a, b: a - b, saves=False, reference=jnp.subtract,
                   torch_fn=lambda t, a, b: t.sub(a, b))
 RSUB = elementwise("rsub", "RsubBackward1", lambda a, b: b - a, saves=False,
-                   reference=lambda a, b: b - a, torch_fn=lambda t, a, b: b - a, examples=REFLECTED)
+                   reference=lambda a, b: b - a, torch_fn=lambda t, a, b: b - a, examples=REFLECTED,
+                   names=Names(function=("rsub",), method=("__rsub__",)))
 MUL = elementwise("mul", "MulBackward0", lambda a, b: a * b, reference=jnp.multiply,
                   torch_fn=lambda t, a, b: t.mul(a, b))
 DIV = elementwise("div", "DivBackward0", lambda a, b: a / b, float_result=True, reference=jnp.true_divide,
                   torch_fn=lambda t, a, b: t.div(a, b), domain=("real", "nonzero"))
 RDIV = elementwise("rdiv", "MulBackward0", lambda a, b: b / a, float_result=True,
                    reference=lambda a, b: b / a, torch_fn=lambda t, a, b: b / a, domain=("nonzero", "real"),
-                   examples=REFLECTED)
+                   examples=REFLECTED, names=Names(method=("__rtruediv__",)))
 def _infer_pow(nodes):
     base, exponent = nodes
-    if base.dtype.kind < 2 and exponent.dtype.kind < 2 and exponent.op is CONST and exponent.attrs[0] < 0:
+    if not base.dtype.is_floating_point and not exponent.dtype.is_floating_point and exponent.op is CONST and exponent.attrs[0] < 0:
         raise ValueError("Integers to negative integer powers are not allowed.")
     return infer_elementwise(nodes)
 
@@ -100,96 +124,92 @@ POW = register(Op("pow", _pow_name, _infer_pow,
                             Example(((3, 4), (3, 4))), Example(((), (4,)), scalars={0: 2.0})),
                   domain=("positive", "real"), elementwise=True))
 MAXIMUM = elementwise("maximum", "MaximumBackward0", lambda a, b: sp.Max(a, b), reference=jnp.maximum,
-                      torch_fn=lambda t, a, b: t.maximum(a, b), examples=BINARY[:3])
+                      torch_fn=lambda t, a, b: t.maximum(a, b), examples=BINARY[:3], names=_unary("maximum"))
 MINIMUM = elementwise("minimum", "MinimumBackward0", lambda a, b: sp.Min(a, b), reference=jnp.minimum,
-                      torch_fn=lambda t, a, b: t.minimum(a, b), examples=BINARY[:3])
+                      torch_fn=lambda t, a, b: t.minimum(a, b), examples=BINARY[:3], names=_unary("minimum"))
 
 NEG = elementwise("neg", "NegBackward0", lambda a: -a, saves=False, reference=jnp.negative,
-                  torch_fn=lambda t, a: t.neg(a))
+                  torch_fn=lambda t, a: t.neg(a), names=_unary("neg", "__neg__"))
 EXP = elementwise("exp", "ExpBackward0", sp.exp, float_result=True, reference=jnp.exp,
-                  torch_fn=lambda t, a: t.exp(a))
+                  torch_fn=lambda t, a: t.exp(a), names=_unary("exp"))
 LOG = elementwise("log", "LogBackward0", sp.log, float_result=True, reference=jnp.log,
-                  torch_fn=lambda t, a: t.log(a), domain=("positive",))
+                  torch_fn=lambda t, a: t.log(a), domain=("positive",), names=_unary("log"))
 SQRT = elementwise("sqrt", "SqrtBackward0", sp.sqrt, float_result=True, reference=jnp.sqrt,
-                   torch_fn=lambda t, a: t.sqrt(a), domain=("positive",))
+                   torch_fn=lambda t, a: t.sqrt(a), domain=("positive",), names=_unary("sqrt"))
 SIN = elementwise("sin", "SinBackward0", sp.sin, float_result=True, reference=jnp.sin,
-                  torch_fn=lambda t, a: t.sin(a))
+                  torch_fn=lambda t, a: t.sin(a), names=_unary("sin"))
 COS = elementwise("cos", "CosBackward0", sp.cos, float_result=True, reference=jnp.cos,
-                  torch_fn=lambda t, a: t.cos(a))
+                  torch_fn=lambda t, a: t.cos(a), names=_unary("cos"))
 TANH = elementwise("tanh", "TanhBackward0", sp.tanh, float_result=True, reference=jnp.tanh,
-                   torch_fn=lambda t, a: t.tanh(a))
+                   torch_fn=lambda t, a: t.tanh(a), names=Names(("tanh",), ("tanh",), ("tanh",)))
 SIGMOID = elementwise("sigmoid", "SigmoidBackward0", ir.sigmoid, float_result=True,
-                      reference=lambda a: 1 / (1 + jnp.exp(-a)), torch_fn=lambda t, a: t.sigmoid(a))
+                      reference=lambda a: 1 / (1 + jnp.exp(-a)), torch_fn=lambda t, a: t.sigmoid(a),
+                      names=Names(("sigmoid",), ("sigmoid",), ("sigmoid",)))
 RELU = elementwise("relu", "ReluBackward0", ir.relu, reference=lambda a: jnp.maximum(a, 0),
-                   torch_fn=lambda t, a: t.relu(a), domain=("kinked",))
+                   torch_fn=lambda t, a: t.relu(a), domain=("kinked",), names=Names(("relu",), ("relu",), ("relu",)))
 ABS = elementwise("abs", "AbsBackward0", sp.Abs, reference=jnp.abs, torch_fn=lambda t, a: t.abs(a),
-                  domain=("kinked",))
+                  domain=("kinked",), names=_unary("abs", "__abs__"))
 SOFTPLUS = elementwise("softplus", "SoftplusBackward0", ir.softplus, float_result=True,
                        reference=lambda a: jnp.logaddexp(a, 0.0),
-                       torch_fn=lambda t, a: t.nn.functional.softplus(a))
+                       torch_fn=lambda t, a: t.nn.functional.softplus(a),
+                       names=Names(function=("softplus",), functional=("softplus",)))
+SILU = elementwise("silu", "SiluBackward0", lambda a: a * ir.sigmoid(a), float_result=True,
+                   reference=lambda a: a / (1 + jnp.exp(-a)), torch_fn=lambda t, a: t.nn.functional.silu(a),
+                   names=Names(functional=("silu",)))
 LOGSIGMOID = elementwise("log_sigmoid", "LogSigmoidBackward0", lambda a: -ir.softplus(-a), float_result=True,
                          reference=lambda a: -jnp.logaddexp(-a, 0.0),
-                         torch_fn=lambda t, a: t.nn.functional.logsigmoid(a))
+                         torch_fn=lambda t, a: t.nn.functional.logsigmoid(a), names=Names(functional=("logsigmoid",)))
 
 
+@ADD.publish(Names(function=("add",), method=("add", "__add__", "__radd__"), inplace=("add_", "__iadd__")))
 def add(input, other, alpha=1):
     return apply(ADD, input, other if alpha == 1 else apply(MUL, other, alpha))
 
 
+@SUB.publish(Names(function=("sub",), method=("sub", "__sub__"), inplace=("sub_", "__isub__")))
 def sub(input, other, alpha=1):
     return apply(SUB, input, other if alpha == 1 else apply(MUL, other, alpha))
 
 
+@MUL.publish(Names(function=("mul",), method=("mul", "__mul__", "__rmul__"), inplace=("mul_", "__imul__")))
 def mul(input, other):
     return apply(MUL, input, other)
 
 
+@DIV.publish(Names(function=("div",), method=("div", "__truediv__"), inplace=("div_", "__itruediv__")))
 def div(input, other):
     return apply(DIV, input, other)
 
 
+@POW.publish(Names(function=("pow",), method=("pow", "__pow__"), reflected=("__rpow__",)))
 def pow(input, exponent):
     return apply(POW, input, exponent)
 
 
-def maximum(input, other):
-    return apply(MAXIMUM, input, other)
-
-
-def minimum(input, other):
-    return apply(MINIMUM, input, other)
+@POW.publish(_unary("square"))
+def square(input):
+    return apply(POW, input, 2)
 
 
 def _infer_comparison(nodes):
     return infer_elementwise(nodes)[0], dtypes.bool_
 
 
-def _comparison(name, head, torch_name, reference):
-    return register(Op(name, None, _infer_comparison,
-                       lambda p, node, a, b: p.assign(head(a, b), node.shape, "bool", name),
-                       saves=False, reference=reference, torch_fn=lambda t, a, b: getattr(t, torch_name)(a, b),
-                       examples=BINARY[:3] + (Example(((4,), ()), scalars={1: 0}),), elementwise=True))
+def _comparison(name, head, reference):
+    op = register(Op(name, None, _infer_comparison,
+                     lambda p, node, a, b: p.assign(head(a, b), node.shape, "bool", name),
+                     saves=False, reference=reference, torch_fn=lambda t, a, b: getattr(t, name)(a, b),
+                     examples=BINARY[:3] + (Example(((4,), ()), scalars={1: 0}),), elementwise=True))
+    op.publish(_unary(name, f"__{name}__"))(public_function(op, 2))
+    return op
 
 
-GT = _comparison("gt", ir.greater, "gt", jnp.greater)
-GE = _comparison("ge", ir.greater_equal, "ge", jnp.greater_equal)
-LT = _comparison("lt", ir.less, "lt", jnp.less)
-LE = _comparison("le", ir.less_equal, "le", jnp.less_equal)
-EQ = _comparison("eq", ir.equal, "eq", jnp.equal)
-NE = _comparison("ne", ir.not_equal, "ne", jnp.not_equal)
-
-
-def _binary_function(op):
-    """The public function of a two-input op: ``torch.gt(input, other)`` and friends."""
-
-    def function(input, other):
-        return apply(op, input, other)
-
-    function.__name__ = function.__qualname__ = op.name
-    return function
-
-
-gt, ge, lt, le, eq, ne = (_binary_function(op) for op in (GT, GE, LT, LE, EQ, NE))
+GT = _comparison("gt", ir.greater, jnp.greater)
+GE = _comparison("ge", ir.greater_equal, jnp.greater_equal)
+LT = _comparison("lt", ir.less, jnp.less)
+LE = _comparison("le", ir.less_equal, jnp.less_equal)
+EQ = _comparison("eq", ir.equal, jnp.equal)
+NE = _comparison("ne", ir.not_equal, jnp.not_equal)
 
 
 def _infer_where(nodes):
@@ -209,23 +229,15 @@ WHERE = register(Op("where", "WhereBackward0", _infer_where,
                     domain=("bool", "real", "real"), elementwise=True))
 
 
+@WHERE.publish(Names(function=("where",)))
 def where(condition, input, other):
     return apply(WHERE, condition, input, other)
 
 
-def _unary(op):
-    """The public function of a one-input op: ``torch.exp(input)`` and friends."""
-
-    def function(input):
-        return apply(op, input)
-
-    function.__name__ = function.__qualname__ = op.name
-    function.__doc__ = f"``torch.{op.name}``: recorded as {op.grad_fn}."
-    return function
-
-
-neg, exp, log, sqrt, sin, cos, tanh = (_unary(op) for op in (NEG, EXP, LOG, SQRT, SIN, COS, TANH))
-sigmoid, relu, abs, logsigmoid, softplus = (_unary(op) for op in (SIGMOID, RELU, ABS, LOGSIGMOID, SOFTPLUS))
+@WHERE.publish(Names(method=("where",)))
+def _where_method(input, condition, other):
+    """``input.where(condition, other)``: the tensor is the values taken where condition holds."""
+    return apply(WHERE, condition, input, other)
 
 
 FILL = register(Op("fill", lambda nodes, value, name: name, lambda nodes, value, name: (nodes[0].shape, nodes[0].dtype),
@@ -244,7 +256,3 @@ KEEP_HISTORY = register(Op("keep_history", _keep_history_name, lambda nodes: (no
                            lambda p, node, old, new: p.assign(new + (old - p.stop_gradient(old)), node.shape,
                                                               node.dtype.name, "updated"),
                            saves=False))
-
-
-def square(input):
-    return apply(POW, input, 2)

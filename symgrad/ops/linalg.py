@@ -6,7 +6,7 @@ import math
 import jax.numpy as jnp
 
 from symgrad.ir import matmul_shape
-from symgrad.ops.registry import Example, Op, register
+from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import apply
 
 
@@ -37,10 +37,12 @@ MATMUL = register(Op("matmul", _grad_fn, _infer, lambda p, node, a, b: p.matmul(
                                Example(((2, 4, 5), (1, 5, 3))), Example(((5,), (2, 5, 3))))))
 
 
+@MATMUL.publish(Names(function=("matmul",), method=("matmul", "__matmul__"), reflected=("__rmatmul__",)))
 def matmul(input, other):
     return apply(MATMUL, input, other)
 
 
+@MATMUL.publish(Names(function=("dot",), method=("dot",)))
 def dot(input, other):
     """``torch.dot``: 1-D tensors only (``matmul`` is the general product)."""
     if input.ndim != 1 or other.ndim != 1:
@@ -48,6 +50,7 @@ def dot(input, other):
     return apply(MATMUL, input, other)
 
 
+@MATMUL.publish(Names(function=("mm",), method=("mm",)))
 def mm(input, mat2):
     if input.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError(f"mm: both arguments must be matrices, got shapes {tuple(input.shape)} and "

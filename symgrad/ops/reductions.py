@@ -6,7 +6,6 @@ the name of PyTorch's backward node records how it was called (``x.sum()`` is
 """
 from __future__ import annotations
 
-import builtins
 import math
 
 import jax
@@ -14,37 +13,10 @@ import jax.numpy as jnp
 
 from symgrad import dtypes
 from symgrad.ir import reduced_shape
-from symgrad.ops.registry import Example, Op, register
-from symgrad.tensor import apply
-
-
-def normalize_dims(dim, ndim: int, *, empty_means_all: bool = False):
-    """PyTorch's ``dim`` argument (None, an int or a sequence; negatives allowed) as sorted axes.
-
-    None is None; an empty sequence means every axis where ``empty_means_all`` (reductions).
-    """
-    if dim is None:
-        return None
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    if not dims and empty_means_all:
-        return tuple(range(ndim))
-    rank = builtins.max(ndim, 1)  # this module defines its own max
-    out = []
-    for d in dims:
-        if not -rank <= d < rank:
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {d})")
-        if d % rank in out:
-            raise RuntimeError(f"dim {d % rank} appears multiple times in the list of dims")
-        out.append(d % rank)
-    return tuple(sorted(out)) if ndim else ()
-
-
-def dim_index(dim: int, ndim: int) -> int:
-    """One ``dim`` argument as an axis; a 0-dim tensor accepts 0 and -1, as in PyTorch."""
-    rank = builtins.max(ndim, 1)
-    if not -rank <= dim < rank:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
-    return dim % rank
+from symgrad.ops.dims import normalize_dims
+from symgrad.ops.elementwise import MAXIMUM
+from symgrad.ops.registry import Example, Names, Op, register
+from symgrad.tensor import Tensor, apply
 
 
 def _reduction_attrs(input, dim, keepdim: bool, called_with_dim: str, called_without: str):
@@ -57,7 +29,7 @@ def _infer(kind):
     def infer(nodes, axes, keepdim, name):
         (x,) = nodes
         dtype = x.dtype
-        if kind == "sum" and dtype.kind < 2:
+        if kind == "sum" and not dtype.is_floating_point:
             dtype = dtypes.int64
         if kind in ("mean", "logsumexp") and not dtype.is_floating_point:
             raise ValueError(f"{kind}(): could not infer output dtype. Input dtype must be either a floating "
@@ -113,30 +85,33 @@ LOGSUMEXP = register(Op("logsumexp", lambda nodes, axes, keepdim, name: name, _i
                         examples=_examples("LogsumexpBackward0", "LogsumexpBackward0")[1:]))
 
 
+@SUM.publish(Names(function=("sum",), method=("sum",)))
 def sum(input, dim=None, keepdim: bool = False, dtype=None):
     result = apply(SUM, input, attrs=_reduction_attrs(input, dim, keepdim, "SumBackward1", "SumBackward0"))
     return result if dtype is None else result.to(dtype)
 
 
+@MEAN.publish(Names(function=("mean",), method=("mean",)))
 def mean(input, dim=None, keepdim: bool = False):
     return apply(MEAN, input, attrs=_reduction_attrs(input, dim, keepdim, "MeanBackward1", "MeanBackward0"))
 
 
+@MAX.publish(Names(function=("amax",), method=("amax",)))
 def amax(input, dim=(), keepdim: bool = False):
     return apply(MAX, input, attrs=_reduction_attrs(input, dim, keepdim, "AmaxBackward0", "AmaxBackward0"))
 
 
+@MAX.publish(Names(function=("max",), method=("max",)))
 def max(input, dim=None, keepdim: bool = False):
-    from symgrad.tensor import Tensor
     if isinstance(dim, Tensor):  # torch.max(a, b): the elementwise maximum
-        from symgrad.ops.elementwise import maximum
-        return maximum(input, dim)
+        return apply(MAXIMUM, input, dim)
     if dim is not None:
         raise NotImplementedError("max(input, dim) returns indices, which symgrad does not have; "
                                   "use amax(input, dim) for the values")
     return apply(MAX, input, attrs=_reduction_attrs(input, None, False, "MaxBackward1", "MaxBackward1"))
 
 
+@LOGSUMEXP.publish(Names(function=("logsumexp",), method=("logsumexp",)))
 def logsumexp(input, dim, keepdim: bool = False):
     return apply(LOGSUMEXP, input,
                  attrs=_reduction_attrs(input, dim, keepdim, "LogsumexpBackward0", "LogsumexpBackward0"))

@@ -12,12 +12,28 @@ An entry says everything about its op in one place:
 * ``saves``: whether PyTorch keeps tensors for the backward (a second backward then fails);
 * ``reference``: the same function in ``jax.numpy``; ``torch_fn``: the same call in PyTorch;
   ``examples``: input shapes and attributes the generic tests use; ``domain``: which values
-  each input may take ("real", "positive", "nonzero", "unit", "label").
+  each input may take ("real", "positive", "nonzero", "unit", "label");
+* ``public``: the op's public functions and the names each goes by (``Names``), added with
+  ``op.publish(names)`` on the function; symgrad.namespace puts them in ``symgrad``,
+  ``symgrad.nn.functional`` and on ``Tensor``.  An op with no public function is internal.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable
+
+
+@dataclass(frozen=True)
+class Names:
+    """Where a public function appears: ``torch.<function>``, ``torch.nn.functional.<functional>``,
+    ``Tensor.<method>`` (self first), ``Tensor.<reflected>`` (self second: ``__rpow__``) and
+    ``Tensor.<inplace>`` (the result written into self: ``add_``, ``__iadd__``)."""
+
+    function: tuple = ()
+    functional: tuple = ()
+    method: tuple = ()
+    reflected: tuple = ()
+    inplace: tuple = ()
 
 
 @dataclass(eq=False, repr=False)
@@ -32,9 +48,17 @@ class Op:
     examples: tuple = ()
     domain: tuple = ()
     elementwise: bool = False  # its form takes numbers for arrays (constants fold); others need arrays
+    public: list = field(default_factory=list)  # (function, Names) pairs
 
     def __repr__(self):
         return f"<op {self.name}>"
+
+    def publish(self, names: Names):
+        """Decorator: the function is a public spelling of this op, under ``names``."""
+        def add(function):
+            self.public.append((function, names))
+            return function
+        return add
 
     def backward_name(self, nodes, attrs) -> str:
         return self.grad_fn(nodes, *attrs) if callable(self.grad_fn) else self.grad_fn

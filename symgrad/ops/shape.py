@@ -6,9 +6,9 @@ import math
 import jax.numpy as jnp
 
 from symgrad import dtypes
-from symgrad.ir import index_shape, python_index
-from symgrad.ops.reductions import dim_index, normalize_dims
-from symgrad.ops.registry import Example, Op, register
+from symgrad.ir import broadcast_shapes, index_shape, python_index
+from symgrad.ops.dims import dim_index, normalize_dims
+from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import apply
 
 
@@ -29,7 +29,6 @@ def _infer_permute(nodes, perm):
 
 def _infer_expand(nodes, shape):
     (x,) = nodes
-    from symgrad.ir import broadcast_shapes
     if broadcast_shapes(x.shape, shape) != tuple(shape):
         raise ValueError(f"The expanded size of the tensor must match the existing size: "
                          f"{tuple(x.shape)} cannot expand to {tuple(shape)}")
@@ -120,6 +119,7 @@ INDEX = register(Op("index", _index_name, lambda nodes, spec: (index_shape(nodes
                               Example(((3, 4),), (((2,), (1, 0, 3, 1), (1, 0, 4, 1)),)))))
 
 
+@INDEX.publish(Names(method=("__getitem__",)))
 def getitem(input, key):
     """``x[key]`` for integers, slices (positive steps), None and Ellipsis."""
     key = key if isinstance(key, tuple) else (key,)
@@ -159,6 +159,7 @@ def _shape_arg(shape):
     return tuple(int(s) for s in shape)
 
 
+@RESHAPE.publish(Names(function=("reshape",), method=("reshape", "view")))
 def reshape(input, *shape):
     shape = list(_shape_arg(shape))
     if shape.count(-1) > 1:
@@ -169,6 +170,7 @@ def reshape(input, *shape):
     return apply(RESHAPE, input, attrs=(tuple(shape),))
 
 
+@RESHAPE.publish(Names(function=("flatten",), method=("flatten",)))
 def flatten(input, start_dim: int = 0, end_dim: int = -1):
     shape = tuple(input.shape)
     if not shape:
@@ -179,6 +181,7 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1):
     return reshape(input, *shape[:start], math.prod(shape[start:end + 1]), *shape[end + 1:])
 
 
+@UNSQUEEZE.publish(Names(function=("unsqueeze",), method=("unsqueeze",)))
 def unsqueeze(input, dim: int):
     shape = list(input.shape)
     dim = dim if dim >= 0 else dim + len(shape) + 1
@@ -189,6 +192,7 @@ def unsqueeze(input, dim: int):
     return apply(UNSQUEEZE, input, attrs=(tuple(shape),))
 
 
+@SQUEEZE.publish(Names(function=("squeeze",), method=("squeeze",)))
 def squeeze(input, dim=None):
     shape = tuple(input.shape)
     if dim is None:
@@ -203,11 +207,13 @@ def squeeze(input, dim=None):
     return apply(SQUEEZE, input, attrs=(kept, given))
 
 
+@PERMUTE.publish(Names(function=("permute",), method=("permute",)))
 def permute(input, *dims):
     dims = _shape_arg(dims)
     return apply(PERMUTE, input, attrs=(tuple(d % max(input.ndim, 1) for d in dims),))
 
 
+@TRANSPOSE.publish(Names(function=("transpose",), method=("transpose",)))
 def transpose(input, dim0: int, dim1: int):
     n = input.ndim
     d0, d1 = dim_index(dim0, n), dim_index(dim1, n)
@@ -217,6 +223,7 @@ def transpose(input, dim0: int, dim1: int):
     return apply(TRANSPOSE, input, attrs=(tuple(perm),))
 
 
+@T.publish(Names(function=("t",), method=("t",)))
 def t(input):
     if input.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
@@ -228,6 +235,7 @@ def matrix_transpose(input):
     return apply(PERMUTE, input, attrs=(tuple(reversed(range(input.ndim))),))
 
 
+@EXPAND.publish(Names(function=("expand",), method=("expand",)))
 def expand(input, *shape):
     shape = _shape_arg(shape)
     lead = len(shape) - input.ndim
@@ -244,6 +252,7 @@ def to_dtype(input, dtype):
     return apply(CAST, input, attrs=(dtype,))
 
 
+@CLONE.publish(Names(function=("clone",), method=("clone",)))
 def clone(input):
     return apply(CLONE, input)
 

@@ -216,7 +216,7 @@ def constant(value, shape=(), dtype=None) -> Node:
     Shared (up to a bound) per value, sign of zero, shape and dtype; NaNs are never equal, so new.
     """
     dtype = dtype or dtypes.default_for(value)
-    value = bool(value) if dtype is dtypes.bool_ else int(value) if dtype.kind == 1 else float(value)
+    value = bool(value) if dtype is dtypes.bool_ else int(value) if dtype.is_integer else float(value)
     shape = tuple(shape)
     key = (*kinds.exactly(value), shape, dtype)
     node = _constants.get(key)

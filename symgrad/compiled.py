@@ -16,18 +16,13 @@ from __future__ import annotations
 import functools
 
 import jax
-import sympy as sp
 
-import codegen.compile as programs  # a module import: codegen imports symgrad.ir
-from codegen import deferred
-from symgrad import dtypes
-from symgrad.autodiff import reverse_mode
-from symgrad.engine import Walk
+from symgrad import dtypes, engine
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled, no_grad
-from symgrad.graph import leaf
-from symgrad.ir import Program
+from symgrad.nodes import leaf
 from symgrad.tensor import Tensor
+from symgrad.trace import Trace, walk_of
 
 
 class ValueAndGrad:
@@ -83,15 +78,13 @@ class ValueAndGrad:
         if grad_mode and out._node.shape not in ((), (1,)):
             raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
                                f"(value_and_grad of a function returning shape {tuple(out._node.shape)})")
-        walk = Walk()
-        for t in leaves:
-            walk.add(t._node, False)
+        walk, _ = walk_of((), [t._node for t in leaves])
         root = walk.add(out._node, grad_mode)
         differentiated = tuple(k for k in self.argnums if leaves[k].requires_grad)
         key = ("value_and_grad", tuple(walk.entries), root, differentiated, grad_mode)
-        compiled = programs.cache.get(key, lambda: _program(walk, root, out._node, leaves, differentiated, grad_mode))
+        compiled = engine.program_for(key, lambda: _program(walk, root, differentiated, grad_mode))
         self._last = compiled
-        outputs = compiled.python_fn(*[deferred.value(v) for v in walk.inputs])
+        outputs = compiled.python_fn(*engine.arrays(walk.inputs))
         if not grad_mode:
             return outputs[0], None
         grads = dict(zip(differentiated, outputs[1:]))
@@ -122,16 +115,16 @@ def grad(fn, argnums=0):
     return gradient
 
 
-def _program(walk, root, out, leaves, differentiated, grad_mode) -> Program:
-    program = Program("value_and_grad" if grad_mode else "value")
-    exprs = walk.lower(program)
-    program.output(exprs[root], out.shape, out.dtype.name, "value")
+def _program(walk, root, differentiated, grad_mode):
+    """The value (and, in grad mode, the gradients w.r.t. the arguments ``differentiated``, which
+    are the walk's first positions)."""
+    trace = Trace(walk, "value_and_grad" if grad_mode else "value")
+    trace.output(root, "value")
     if grad_mode:
-        grads = reverse_mode(program, exprs[root], sp.S.One, [exprs[k] for k in differentiated])
-        for k, g in zip(differentiated, grads):
-            node = leaves[k]._node
-            program.output(g, node.shape, node.dtype.name, f"gradient of argument {k}")
-    return program
+        for k, g in zip(differentiated, trace.gradients(root, differentiated)):
+            node = walk.order[k]
+            trace.program.output(g, node.shape, node.dtype.name, f"gradient of argument {k}")
+    return trace.program
 
 
 def _as_tensor(array):

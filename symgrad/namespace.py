@@ -1,0 +1,47 @@
+"""symgrad's public names, made from the op registry: ``torch.exp``, ``torch.nn.functional.relu``,
+``Tensor.exp``, ``Tensor.__add__``, ``Tensor.add_`` ... each where its op's ``Names`` say.
+
+An op module registers its ops and their public functions (symgrad.ops.registry); nothing else
+lists them.  ``publish`` runs once, when ``symgrad`` is imported.
+"""
+from __future__ import annotations
+
+import functools
+
+from symgrad.inplace import apply_inplace
+from symgrad.ops.registry import REGISTRY
+from symgrad.tensor import Tensor
+
+
+def publish(namespace: dict, functional) -> None:
+    """Put every public function where its names say: ``namespace`` is symgrad's, ``functional``
+    the ``symgrad.nn.functional`` module."""
+    for op in REGISTRY.values():
+        for function, names in op.public:
+            for name in names.function:
+                namespace[name] = function
+            for name in names.functional:
+                setattr(functional, name, function)
+            for name in names.method:
+                setattr(Tensor, name, function)
+            for name in names.reflected:
+                setattr(Tensor, name, _reflected(function, name))
+            for name in names.inplace:
+                setattr(Tensor, name, _inplace(function, name))
+
+
+def _reflected(function, name):
+    """``other <op> tensor``: Python calls ``tensor.__rop__(other)``."""
+    def method(self, other):
+        return function(other, self)
+    method.__name__ = name
+    return method
+
+
+def _inplace(function, name):
+    """``tensor.op_(...)``: the result of ``function(tensor, ...)`` written into the tensor."""
+    @functools.wraps(function)
+    def method(self, *args, **kwargs):
+        return apply_inplace(self, name, lambda: function(self, *args, **kwargs))
+    method.__name__ = name
+    return method

@@ -1,0 +1,215 @@
+"""The one tracing step: recorded nodes -> an IR Program, and its gradient by symbolic reverse mode.
+
+Every way of turning the graph into a program comes through here: ``backward`` and value reads
+(symgrad.engine), compiled functions (symgrad.compiled), the symbolic view (symgrad.symbolic) and
+the checks (symgrad.check.traced).  A ``Walk`` lists the nodes a request needs in topological
+order, with one structural key entry per node; a ``Trace`` lowers a walk into a Program (each
+op's SymPy form) and adds outputs and gradients by walk position; ``BackwardPlan`` is the walk,
+targets and key of one ``backward``.  Nothing here compiles or runs: that is the engine's.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from symgrad.autodiff import reverse_mode
+from symgrad.ir import Program
+from symgrad.nodes import CONST, LEAF, is_zero_fill, owners_of
+
+
+class Walk:
+    """The nodes a request needs, in topological order, with one key entry per node."""
+
+    __slots__ = ("order", "index", "entries", "inputs", "floats_as_inputs")
+
+    def __init__(self):
+        self.order, self.index, self.entries, self.inputs = [], {}, [], []
+        self.floats_as_inputs = False  # lower Python floats as trailing inputs instead of numbers
+
+    def add(self, root, through_grad: bool, to_leaves: bool = False) -> int:
+        """Add ``root`` and what it needs; returns its position.  Iterative: graphs can be deep.
+
+        Nodes with values are inputs, except non-leaf nodes that requires grad when
+        ``through_grad`` (their ops are differentiated) and every non-leaf when ``to_leaves``.
+        """
+        index, order, entries, inputs = self.index, self.order, self.entries, self.inputs
+        position = index.get(root)
+        if position is not None:
+            return position
+        stack = [root]
+        push, pop, entry = stack.append, stack.pop, entries.append  # this loop runs per node: keep it lean
+        while stack:
+            node = stack[-1]
+            if node in index:
+                pop()
+                continue
+            value = node.value
+            if value is not None and (node.op is LEAF if to_leaves else not (
+                    through_grad and node.requires_grad and node.op is not LEAF)):
+                entry((None, node.shape, node.dtype, node.requires_grad))
+                inputs.append(value)
+            else:
+                ready = True
+                for i in node.inputs:
+                    if i not in index:
+                        push(i)
+                        ready = False
+                if not ready:
+                    continue
+                if node.inputs:
+                    entry((node.op, node.attrs, node.requires_grad, tuple([index[i] for i in node.inputs])))
+                else:  # a constant: its kind tells 1 from 1.0, True and -0.0, and its shape and dtype
+                    entry((node.op, node.kind))
+            pop()
+            index[node] = len(order)
+            order.append(node)
+        return index[root]
+
+    def is_input(self, position: int) -> bool:
+        return self.entries[position][0] is None
+
+    def pending_leaves(self, upto: int):
+        return tuple(i for i in range(upto) if self.order[i].op is LEAF and self.order[i].value is None)
+
+    def lower(self, program: Program, names=None):
+        """Each node's expression in ``program``: inputs become symbols, ops their SymPy forms.
+
+        ``names`` maps ``id(node)`` to the name its input symbol should have.
+        """
+        exprs, floats = [], []
+        for position, node in enumerate(self.order):
+            entry = self.entries[position]
+            if self.floats_as_inputs and is_float_scalar(node):
+                floats.append(program.input((), node.dtype.name, "c"))
+                exprs.append(floats[-1])
+            elif entry[0] is None:
+                hint = (names or {}).get(id(node)) or ("w" if node.requires_grad and node.op is LEAF else "x")
+                exprs.append(program.input(node.shape, node.dtype.name, hint))
+            else:
+                args = [exprs[i] for i in entry[3]] if node.inputs else []
+                if not node.op.elementwise:  # a number or a scalar standing for an array becomes one
+                    args = [a if a.is_Number and not i.shape else program.materialize(a, i.shape, i.dtype.name)
+                            for a, i in zip(args, node.inputs)]
+                expr = node.op.build(program, node, *args)
+                if (node.op is LEAF or not node.requires_grad) and any(i.requires_grad for i in node.inputs) \
+                        and not expr.is_Number:
+                    expr = program.stop_gradient(expr)  # computed under no_grad, or detached
+                exprs.append(expr)
+        if floats:
+            program.inputs = [s for s in program.inputs if s not in floats] + floats
+        return exprs
+
+
+def is_float_scalar(node) -> bool:
+    return node.op is CONST and not node.shape and node.attrs[0].__class__ is float
+
+
+class Trace:
+    """A walk lowered into a Program: each walked node's expression, by position."""
+
+    def __init__(self, walk: Walk, name: str, names=None):
+        self.walk = walk
+        self.program = Program(name)
+        self.exprs = walk.lower(self.program, names)
+
+    def output(self, position: int, label: str) -> None:
+        """The value of the node at ``position`` becomes an output of the program."""
+        node = self.walk.order[position]
+        self.program.output(self.exprs[position], node.shape, node.dtype.name, label)
+
+    def gradients(self, root: int, wrt, seed: int = -1):
+        """The gradient of the node at ``root`` (weighted by the node at ``seed``, or by 1) w.r.t.
+        the nodes at positions ``wrt``: one expression each, appended to the program."""
+        weight = self.exprs[seed] if seed >= 0 else sp.S.One
+        return reverse_mode(self.program, self.exprs[root], weight, [self.exprs[p] for p in wrt])
+
+
+def forward_program(walk: Walk, positions, name: str = "forward", labels=None, names=None) -> Program:
+    """The program computing the nodes at ``positions`` of ``walk``."""
+    trace = Trace(walk, name, names)
+    for i, position in enumerate(positions):
+        trace.output(position, labels[i] if labels else f"value {position}")
+    return trace.program
+
+
+def vjp_program(program: Program, output: int, wrt, name: str = "vjp") -> Program:
+    """Inputs (``program``'s inputs, then a cotangent of its output ``output``) -> the gradients
+    w.r.t. the inputs at positions ``wrt``: reverse mode over a program that exists already."""
+    program = program.copy(name)
+    expr, shape, dtype = program.outputs[output]
+    seed = program.input(shape, dtype, "cotangent")
+    targets = [program.inputs[k] for k in wrt]
+    grads = reverse_mode(program, expr, seed, targets)
+    program.outputs, program.output_names = [], []
+    for sym, g in zip(targets, grads):
+        program.output(g, program.shapes[sym], program.dtypes[sym], f"gradient of {sym}")
+    return program
+
+
+def walk_of(roots, named=(), to_leaves: bool = False) -> tuple[Walk, list]:
+    """A walk of ``named`` nodes (first, so their inputs come in their order) and then
+    ``roots``; the roots' positions."""
+    walk = Walk()
+    for node in named:
+        walk.add(node, False, to_leaves)
+    return walk, [walk.add(root, False, to_leaves) for root in roots]
+
+
+class BackwardPlan:
+    """Everything ``backward`` needs: the walk, the targets and the structural key."""
+
+    def __init__(self, root, gradient, inputs=None, path_and_targets=None):
+        self.walk = walk = Walk()
+        self.root = walk.add(root, True)
+        self.seed = walk.add(gradient, False) if gradient is not None else -1
+        path, targets = path_and_targets or gradient_path(root, inputs)
+        self.path = path
+        self.main = len(walk.order)
+        self.targets = [(walk.index[t], t) for t in targets]
+        self.owners, self.owned, self.groups = owners_of(targets)
+        existing = [owner._grad for owner in self.owners]
+        self.accumulate = tuple(-1 if g is None or is_zero_fill(g._node) else walk.add(g._node, False)
+                                for g in existing)
+        self.pending = walk.pending_leaves(self.main)
+        self.key = ("grad", tuple(walk.entries), self.root, self.seed, self.main,
+                    tuple(p for p, _ in self.targets), self.groups, self.accumulate)
+
+    def program(self, names=None) -> Program:
+        """The forward-and-backward Program; ``names`` maps ``id(node)`` to an input's name."""
+        names = names or {}
+        trace = Trace(self.walk, "forward_backward", names)
+        grads = trace.gradients(self.root, [p for p, _ in self.targets], self.seed)
+        trace.output(self.root, "value")
+        for position in self.pending:
+            trace.output(position, f"new value of {trace.exprs[position]}")
+        totals = [sp.S.Zero] * len(self.owners)
+        for grad, group in zip(grads, self.groups):
+            totals[group] += grad
+        for node, total, previous in zip(self.owned, totals, self.accumulate):
+            total = total + trace.exprs[previous] if previous >= 0 else total
+            label = names.get(id(node), trace.exprs[self.walk.index[node]])
+            trace.program.output(total, node.shape, node.dtype.name,
+                                 f"{label}.grad" + (" (accumulated)" if previous >= 0 else ""))
+        return trace.program
+
+
+def gradient_path(root, inputs=None):
+    """Non-leaf nodes a gradient flows through, and the nodes whose .grad it fills, in order
+    (only those of the tensors ``inputs``, if given)."""
+    seen, path, targets, stack = {root}, [], [], [root]
+    while stack:
+        node = stack.pop()
+        if node.op is LEAF:
+            if node.owner is not None and node.owner() is not None:
+                targets.append(node)
+            continue
+        path.append(node)
+        if node.retains_grad and node.owner() is not None:
+            targets.append(node)
+        for i in node.inputs:
+            if i.requires_grad and i not in seen:
+                seen.add(i)
+                stack.append(i)
+    if inputs is not None:
+        chosen = {t._node for t in inputs}
+        targets = [t for t in targets if t in chosen]
+    return path, targets
