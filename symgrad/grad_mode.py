@@ -26,6 +26,12 @@ class _GradMode(contextlib.ContextDecorator):
 
     enabled = True
 
+    def __new__(cls, *args):
+        """``@no_grad`` without parentheses: the class is given the function, as PyTorch allows."""
+        if len(args) == 1 and callable(args[0]):
+            return cls()(args[0])
+        return super().__new__(cls)
+
     def __enter__(self):
         self._previous = is_grad_enabled()
         _set(self.enabled)

@@ -1,5 +1,5 @@
 """Running a scenario with symgrad and with PyTorch on the same numbers and comparing what each
-recorded: the harness of the replay parity tests (test_replay.py, test_replay_interplay.py).
+recorded: the harness of the replay parity tests (test_replay.py).
 
 The program cache is emptied before each test that uses ``fresh_cache``, so each one sees its
 structures first walked and then replayed, whatever ran before it.
