@@ -11,6 +11,7 @@ from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.str import StrPrinter
 
 from symgrad.ir import functions as F
+from symgrad.ir.ieee import NEGATIVE_ZERO
 
 # SymPy or IR head name -> JAX function applied to the printed arguments.
 ELEMENTWISE = {
@@ -205,8 +206,8 @@ def value_text(program, expr, shape, dtype) -> str:
     shape and dtype need (numbers standing for arrays become ``jnp.full``, smaller results are
     broadcast, mixed or boolean operands cast)."""
     if not expr.free_symbols and not isinstance(expr, F.Structural):  # a constant such as 2, log(2), E
-        value = expr if expr.is_Number or expr is sp.zoo else sp.Float(expr.evalf())
-        return f"jnp.full({tuple(shape)!r}, {to_jax(value)}, dtype={DTYPES[dtype]})"
+        exact = expr.is_Number or expr is sp.zoo or expr == NEGATIVE_ZERO
+        return f"jnp.full({tuple(shape)!r}, {to_jax(expr if exact else sp.Float(expr.evalf()))}, dtype={DTYPES[dtype]})"
     text = to_jax(expr)
     if isinstance(expr, sp.Symbol):
         if program.dtypes[expr] != dtype:  # a gradient that is an integer input, say

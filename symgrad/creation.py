@@ -70,16 +70,20 @@ def from_numpy(array: np.ndarray) -> Tensor:
 
 
 def _size(size) -> tuple:
+    """``zeros(2, 3)`` and ``zeros((2, 3))`` as a shape; a negative size is PyTorch's RuntimeError."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
-    return tuple(int(s) for s in size)
+    shape = tuple(int(s) for s in size)
+    for s in shape:
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(shape)}")
+    return shape
 
 
 def full(size, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
     dtype = dtype or dtypes.default_for(fill_value)
-    shape = (size,) if isinstance(size, int) else tuple(size)
-    return _make(np.full(shape, fill_value, dtype.numpy),
-                 dtype, requires_grad)
+    shape = _size((size,) if isinstance(size, int) else tuple(size))
+    return _make(np.full(shape, fill_value, dtype.numpy), dtype, requires_grad)
 
 
 def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
@@ -91,6 +95,9 @@ def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:
 
 
 def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False) -> Tensor:
+    for name, size in (("n", n), ("m", m)):
+        if size is not None and size < 0:
+            raise RuntimeError(f"{name} must be greater or equal to 0, got {size}")
     return _make(np.eye(n, m), dtype or dtypes.float32, requires_grad)
 
 
@@ -121,7 +128,7 @@ def randint(low, high=None, size=None, dtype=None) -> Tensor:
             low, high, size = 0, low, high
         else:
             size = ()
-    return _make(_generator.integers(low, high, size=tuple(size)), dtype or dtypes.int64, False)
+    return _make(_generator.integers(low, high, size=_size(tuple(size))), dtype or dtypes.int64, False)
 
 
 def _like(fn, other: Tensor, dtype, requires_grad):

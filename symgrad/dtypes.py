@@ -63,6 +63,15 @@ def from_numpy(np_dtype) -> dtype:
                     "supported: " + ", ".join(d.name for d in ALL))
 
 
+_TORCH_NAMES = {"bool": "Bool", "int32": "Int", "int64": "Long", "float16": "Half", "float32": "Float",
+                "float64": "Double"}
+
+
+def torch_name(d: dtype) -> str:
+    """The name PyTorch's kernels use in their errors: ``Long``, ``Float``."""
+    return _TORCH_NAMES[d.name]
+
+
 def default_for(value) -> dtype:
     """The dtype PyTorch gives a Python scalar."""
     if isinstance(value, bool):

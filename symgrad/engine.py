@@ -132,6 +132,16 @@ def known_array(node):
     return array(node)
 
 
+def concrete_array(node):
+    """The node's array, computed now if needed, unless it depends on a value JAX is tracing
+    (then None): for checks PyTorch makes eagerly on computed inputs (labels in range)."""
+    walk = Walk()
+    walk.add(node, False)
+    if any(isinstance(v, jax.core.Tracer) for v in walk.inputs):
+        return None
+    return array(node)
+
+
 def arrays(values) -> list:
     """Node values (arrays or deferred results) as arrays: a walk's inputs, for a program."""
     return [deferred.value(v) for v in values]

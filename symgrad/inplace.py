@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled
+from symgrad.kinds import exactly
 from symgrad.nodes import LEAF, Node, constant, lazy_leaf
 from symgrad.ops.elementwise import FILL, KEEP_HISTORY
 from symgrad.ops.shape import COPY_OVER, copy, expand, to_dtype
@@ -62,7 +63,7 @@ def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
     if is_grad_enabled() and node.requires_grad:
         if node.op is LEAF:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-        tensor._rebind(Node(FILL, (node,), (value, name), node.shape, node.dtype, True))
+        tensor._rebind(Node(FILL, (node,), (exactly(value), name), node.shape, node.dtype, True))  # -0.0 is not 0.0
         return tensor
     write_values(tensor, constant(value, node.shape, node.dtype))
     return tensor

@@ -15,9 +15,8 @@ history that outlives the next program uncomputed is computed when it is used ag
 """
 from __future__ import annotations
 
-import sympy as sp
-
 from symgrad import dtypes, kinds
+from symgrad.ir import ieee
 from symgrad.ops.registry import Op
 
 
@@ -174,8 +173,7 @@ def _build_leaf(p, node, source):
 
 
 def _build_const(p, node):
-    (value,) = node.attrs
-    return sp.Float(value) if isinstance(value, float) else sp.Integer(int(value))
+    return ieee.constant(node.attrs[0])
 
 
 LEAF = Op("leaf", None, _no_infer, _build_leaf, saves=False)

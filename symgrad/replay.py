@@ -32,6 +32,9 @@ def request(root, targets):
         if target.op is not LEAF:
             return None
     owners, owned, groups = owners_of(targets)
+    if len({id(owner._grad) for owner in owners if owner._grad is not None}) < sum(
+            owner._grad is not None for owner in owners):
+        return None  # one tensor as .grad of two owners: only a walk adds both into it
     accumulate, existing = [], ()
     for owner in owners:
         grad = owner._grad

@@ -286,7 +286,11 @@ def record(op, nodes: tuple, attrs: tuple = ()) -> Node:
     if not requires_grad:
         # Checked only here (a graph that grows step by step makes new kinds), and only for a result
         # without history: one with history is computed, with the pending leaves it holds, by its backward.
-        stale = [n for n in nodes if outlived(n)]
+        # An input without a kind (more than kinds.MAX_ARGS arrays behind it: a running total, or a
+        # parameter updated again and again, that nobody reads) and without history is computed now
+        # too, so that such a chain stays bounded.
+        stale = [n for n in nodes if outlived(n) or (key is None and n.kind is None and n.value is None
+                                                     and (n.op is LEAF or not n.requires_grad))]
         if stale:
             engine.realize_outlived(stale)
             return record(op, nodes, attrs)

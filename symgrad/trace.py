@@ -166,9 +166,7 @@ class BackwardPlan:
         self.main = len(walk.order)
         self.targets = [(walk.index[t], t) for t in targets]
         self.owners, self.owned, self.groups = owners_of(targets)
-        existing = [owner._grad for owner in self.owners]
-        self.accumulate = tuple(-1 if g is None or is_zero_fill(g._node) else walk.add(g._node, False)
-                                for g in existing)
+        self.accumulate = _accumulations(walk, [owner._grad for owner in self.owners])
         self.pending = walk.pending_leaves(self.main)
         self.key = ("grad", tuple(walk.entries), self.root, self.seed, self.main,
                     tuple(p for p, _ in self.targets), self.groups, self.accumulate)
@@ -184,12 +182,32 @@ class BackwardPlan:
         totals = [sp.S.Zero] * len(self.owners)
         for grad, group in zip(grads, self.groups):
             totals[group] += grad
+        done = []
         for node, total, previous in zip(self.owned, totals, self.accumulate):
-            total = total + trace.exprs[previous] if previous >= 0 else total
+            if previous >= 0:
+                total = total + trace.exprs[previous]
+            elif previous <= -2:  # the same .grad tensor as an earlier owner's: it holds both
+                total = total + done[-2 - previous]
+            done.append(total)
             label = names.get(id(node), trace.exprs[self.walk.index[node]])
             trace.program.output(total, node.shape, node.dtype.name,
-                                 f"{label}.grad" + (" (accumulated)" if previous >= 0 else ""))
+                                 f"{label}.grad" + (" (accumulated)" if previous != -1 else ""))
         return trace.program
+
+
+def _accumulations(walk, grads):
+    """Per owner, what its new gradient adds to: -1 nothing (no .grad, or zero-filled), the walk
+    position of its .grad, or ``-2 - k`` when its .grad is the tensor owner k's also is (PyTorch
+    adds both gradients into it, in place)."""
+    first, accumulate = {}, []
+    for k, grad in enumerate(grads):
+        if grad is not None and id(grad) in first:
+            accumulate.append(-2 - first[id(grad)])
+            continue
+        if grad is not None:
+            first[id(grad)] = k
+        accumulate.append(-1 if grad is None or is_zero_fill(grad._node) else walk.add(grad._node, False))
+    return tuple(accumulate)
 
 
 def gradient_path(root, inputs=None):

@@ -249,3 +249,46 @@ def test_constants_fold_as_floats(torch):
     ours, theirs = _both(torch, run)
     for a, b in zip(ours, theirs):
         _same(a, b)
+
+
+# ---------------------------------------------------------------------- 8. exception classes
+
+
+def _raised(fn, module):
+    try:
+        fn(module)
+    except Exception as error:  # noqa: BLE001  (the class is what is compared)
+        return type(error).__name__
+    return None
+
+
+@pytest.mark.parametrize("call", [
+    lambda T: T.randn(-1), lambda T: T.zeros(2, -3), lambda T: T.ones(-2), lambda T: T.rand(3, -1),
+    lambda T: T.full((-1,), 2.0), lambda T: T.randint(0, 3, (-1,)), lambda T: T.eye(-1),
+    lambda T: T.nn.functional.log_softmax(T.tensor([1, 2]), 0), lambda T: T.softmax(T.tensor([1, 2]), 0),
+], ids=["randn", "zeros", "ones", "rand", "full", "randint", "eye", "log_softmax int", "softmax int"])
+def test_pytorchs_exception_class(torch, call):
+    """Was: ValueError for negative sizes (PyTorch RuntimeError), RuntimeError for softmax of an
+    integer tensor (PyTorch NotImplementedError)."""
+    expected = _raised(call, torch)
+    assert expected in ("RuntimeError", "NotImplementedError")
+    assert _raised(call, symgrad) == expected
+
+
+# ------------------------------------------------ 9. the graph is freed after backward(gradient)
+
+
+def test_a_second_backward_with_a_gradient_raises_as_in_pytorch(torch):
+    """Was untested: every "second backward raises" test used a scalar loss."""
+    def run(T):
+        x = T.tensor(_f32([1.0, 2.0, 3.0]), requires_grad=True)
+        y = T.exp(x) * x
+        y.backward(T.ones(3))
+        try:
+            y.backward(T.ones(3))
+        except RuntimeError as error:
+            return "Trying to backward through the graph a second time" in str(error)
+        return False
+
+    assert run(torch) is True
+    assert run(symgrad) is True

@@ -553,7 +553,6 @@ def test_cross_entropy_unbatched_and_k_dimensional(torch):
     assert ours == theirs
 
 
-@pytest.mark.xfail(strict=True, reason='labels are range-checked when they are known at record time; a computed label is known only inside the compiled program, which has no error channel.')
 def test_cross_entropy_out_of_range_label_computed_lazily(torch):
     """Was: a label that is the result of an op is not checked: the loss is silently 0."""
     def run(T):

@@ -413,9 +413,7 @@ def grad_assigned_from_another_parameter_grad(T):
     return rec
 
 
-@scenario(marks=pytest.mark.xfail(strict=True, reason=(
-    "one Tensor assigned as .grad of two parameters: PyTorch adds both gradients into it in "
-    "place; symgrad rebinds it per owner, so the last write wins")))
+@scenario(replays=False)
 def shared_grad_tensor_between_parameters(T):
     """Two parameters whose .grad is one tensor: PyTorch accumulates into it in place, so it
     receives both gradients."""
@@ -1416,9 +1414,7 @@ def detached_alias_sees_later_updates(T):
     return rec
 
 
-@scenario(replays=False, marks=pytest.mark.xfail(strict=True, reason=(
-    "SymPy has no negative zero: fill_(-0.0) builds +0.0 (exact real algebra, like the other "
-    "strict xfails in test_parity_extra.py)")))
+@scenario(replays=False)
 def fill_values_that_compare_equal(T):
     """fill_(0.0) and fill_(-0.0) (and 2 / 2.0) compare equal as Python numbers; the sign of
     a zero is still visible (1 / y)."""

@@ -14,9 +14,20 @@ and never combine two symbolic factors or terms.
 """
 from __future__ import annotations
 
+import math
+
 import sympy as sp
 
 ONE, ZERO = sp.S.One, sp.S.Zero
+# SymPy's numbers have no negative zero; -1 * 0.0, left unevaluated, is one wherever it is computed.
+NEGATIVE_ZERO = sp.Mul(sp.S.NegativeOne, sp.Float(0.0), evaluate=False)
+
+
+def constant(value):
+    """A Python number as an IR constant, keeping the sign of a zero."""
+    if value.__class__ is float:
+        return NEGATIVE_ZERO if value == 0 and math.copysign(1.0, value) < 0 else sp.Float(value)
+    return sp.Integer(int(value))
 
 
 def number(expr):

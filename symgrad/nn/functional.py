@@ -198,16 +198,23 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 
 @LOG_SOFTMAX.publish(Names(function=("log_softmax",), method=("log_softmax",)))
 def log_softmax(input, dim=None, dtype=None):
-    if dim is None:
-        raise TypeError("log_softmax() missing the dim argument")
-    return apply(LOG_SOFTMAX, input if dtype is None else input.to(dtype), attrs=(dim_index(dim, input.ndim),))
+    return _softmax(LOG_SOFTMAX, input, dim, dtype)
 
 
 @SOFTMAX.publish(Names(function=("softmax",), method=("softmax",)))
 def softmax(input, dim=None, dtype=None):
+    return _softmax(SOFTMAX, input, dim, dtype)
+
+
+def _softmax(op, input, dim, dtype):
     if dim is None:
-        raise TypeError("softmax() missing the dim argument")
-    return apply(SOFTMAX, input if dtype is None else input.to(dtype), attrs=(dim_index(dim, input.ndim),))
+        raise TypeError(f"{op.name}() missing the dim argument")
+    if dtype is not None:
+        input = input.to(dtype)
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f'"{op.name}_lastdim_kernel_impl" not implemented for '
+                                  f"'{dtypes.torch_name(input.dtype)}'")
+    return apply(op, input, attrs=(dim_index(dim, input.ndim),))
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
@@ -236,8 +243,10 @@ def _known_values(tensor):
 
 
 def _check_labels(target, classes, ignore_index):
-    """Out-of-range labels raise here, as PyTorch's IndexError, when the labels are already known."""
-    values = _known_values(target)
+    """Out-of-range labels raise here, as PyTorch's IndexError; labels that are the result of an op
+    are computed for it (a compiled program has no way to raise), except inside a JAX trace."""
+    values = engine.concrete_array(target._node)
+    values = None if values is None else np.asarray(values)
     if values is not None and values.size:
         bad = values[((values < 0) | (values >= classes)) & (values != ignore_index)]
         if bad.size:

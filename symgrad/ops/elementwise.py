@@ -241,7 +241,7 @@ def _where_method(input, condition, other):
 
 
 FILL = register(Op("fill", lambda nodes, value, name: name, lambda nodes, value, name: (nodes[0].shape, nodes[0].dtype),
-                   lambda p, node, x: sp.sympify(node.attrs[0]), saves=False, elementwise=True))
+                   lambda p, node, x: ieee.constant(node.attrs[0][0]), saves=False, elementwise=True))
 
 
 def _keep_history_name(nodes):
