@@ -24,6 +24,7 @@ from symgrad.creation import (Generator, arange, as_tensor, eye, from_numpy, ful
                               linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
                               randn_like, tensor, zeros, zeros_like)
 from symgrad.compiled import grad, value_and_grad  # noqa: E402
+from symgrad.serialization import load, save  # noqa: E402
 from symgrad import check  # noqa: E402
 from symgrad.check import crosscheck, gradcheck, gradgradcheck  # noqa: E402
 from symgrad.engine import plain_path  # noqa: E402

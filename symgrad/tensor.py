@@ -7,6 +7,7 @@ looks (``print``, ``.item()``, ``.numpy()``) or when ``backward`` runs.
 """
 from __future__ import annotations
 
+import copy
 import warnings
 import weakref
 
@@ -213,6 +214,23 @@ class Tensor:
     def __hash__(self):
         return id(self)
 
+    # --------------------------------------------------------------------- copy & pickle
+
+    def __reduce__(self):
+        """pickle and ``copy.copy``: the values and requires_grad, not ``.grad`` nor history (a
+        result comes back as a leaf that requires grad), as PyTorch."""
+        return _unpickled, (np.array(engine.array(self._node)), self._node.requires_grad)
+
+    def __deepcopy__(self, memo):
+        """A new leaf with these values, requires_grad and a copy of ``.grad``; PyTorch refuses a
+        tensor with history."""
+        node = self._node
+        if not node.is_leaf:
+            raise RuntimeError(DEEPCOPY_NON_LEAF)
+        copied = memo[id(self)] = Tensor(leaf(engine.array(node), node.dtype, node.requires_grad))
+        copied._grad = copy.deepcopy(self._grad, memo)
+        return copied
+
     # --------------------------------------------------------------------- plumbing
 
     def _rebind(self, node: Node) -> None:
@@ -226,6 +244,16 @@ class Tensor:
         elif old.retains_grad and node.requires_grad:
             old.retains_grad, old.owner = False, None
             node.retains_grad, node.owner = True, weakref.ref(self)
+
+
+DEEPCOPY_NON_LEAF = ("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at "
+                     "the moment.  If you were attempting to deepcopy a module, this may be because of a "
+                     "torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
+
+
+def _unpickled(values: np.ndarray, requires_grad: bool) -> Tensor:
+    """The leaf a pickled tensor comes back as."""
+    return Tensor(leaf(jnp.asarray(values), dtypes.from_numpy(values.dtype), requires_grad))
 
 
 def _relabel(node: Node, requires_grad: bool) -> Node:
