@@ -17,9 +17,13 @@ from symgrad.ir.ieee import NEGATIVE_ZERO
 ELEMENTWISE = {
     "exp": "jnp.exp", "log": "jnp.log", "sin": "jnp.sin", "cos": "jnp.cos", "tan": "jnp.tan",
     "tanh": "jnp.tanh", "sinh": "jnp.sinh", "cosh": "jnp.cosh", "atan": "jnp.arctan",
-    "Abs": "jnp.abs", "sign": "jnp.sign", "log1p": "jnp.log1p", "expm1": "jnp.expm1",
+    "Abs": "jnp.abs", "log1p": "jnp.log1p", "expm1": "jnp.expm1",
     "sigmoid": "jax.nn.sigmoid", "softplus": "jax.nn.softplus", "relu": "jax.nn.relu",
-    "erf": "jax.scipy.special.erf",
+    "erf": "jax.scipy.special.erf", "log2": "jnp.log2", "log10": "jnp.log10", "exp2": "jnp.exp2",
+    "floor": "jnp.floor", "ceil": "jnp.ceil", "rint": "jnp.round", "trunc": "jnp.trunc",
+    "isnan": "jnp.isnan", "isinf": "jnp.isinf", "isfinite": "jnp.isfinite", "logical_not": "jnp.logical_not",
+    "logical_and": "jnp.logical_and", "logical_or": "jnp.logical_or", "logical_xor": "jnp.logical_xor",
+    "remainder": "jnp.remainder", "floor_divide": "jnp.floor_divide", "clamp": "jnp.clip",
 }
 
 DTYPES = {"float16": "jnp.float16", "float32": "jnp.float32", "float64": "jnp.float64",
@@ -58,6 +62,12 @@ class JaxPrinter(StrPrinter):
 
     def _print_NaN(self, expr):
         return "jnp.nan"
+
+    def _print_Pi(self, expr):  # erf's derivative has sqrt(pi)
+        return "jnp.pi"
+
+    def _print_Exp1(self, expr):
+        return "jnp.e"
 
     def _print_Pow(self, expr, rational=False):
         base, exponent = expr.args
@@ -105,7 +115,12 @@ class JaxPrinter(StrPrinter):
         return f"jnp.zeros_like({self._print(expr.args[0])})"
 
     def _print_step(self, expr):
-        return f"jnp.heaviside({self._print(expr.args[0])}, 0.0)"
+        x = self._print(expr.args[0])
+        return f"(~({x} <= 0)).astype({x}.dtype)"
+
+    def _print_sign(self, expr):  # PyTorch's: 0 at -0.0 and at NaN
+        x = self._print(expr.args[0])
+        return f"(({x} > 0).astype({x}.dtype) - ({x} < 0).astype({x}.dtype))"
 
     def _print_equal(self, expr):
         a, b = (self._print(x) for x in expr.args)

@@ -98,6 +98,10 @@ def _derivative(expr, x):
         return ieee.add(*terms)
     if expr.is_Pow:
         return _pow_derivative(expr, x)
+    if isinstance(expr, select):  # the branch not taken sends nothing, not 0 * its derivative (NaN at inf)
+        condition, a, b = args
+        da, db = _derivative(a, x), _derivative(b, x)
+        return sp.S.Zero if da == 0 and db == 0 else select(condition, da, db)
     if getattr(type(expr), "fdiff", sp.Function.fdiff) is not sp.Function.fdiff:  # heads with their own rule
         terms = []
         for i, a in enumerate(args, 1):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import sympy as sp
 
 
@@ -79,7 +80,7 @@ class binary_cross_entropy(_RealFunction):
 
 
 class step(_RealFunction):
-    """1 where x > 0, else 0 (0 at x = 0, as PyTorch's relu gradient)."""
+    """0 where x <= 0, else 1 (1 at NaN): PyTorch's relu gradient."""
 
     nargs = 1
 
@@ -164,8 +165,62 @@ class select(_RealFunction):
         return sp.S.Zero
 
 
-ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, binary_cross_entropy, step, relu, equal, greater, greater_equal, less, less_equal,
-                         not_equal, select)
+def _flat(name: str, numeric, nargs: int = 1, doc: str = ""):
+    """A head whose derivative is zero wherever it is defined (PyTorch's subgradient at its jumps):
+    rounding, signs, tests and logic.  ``numeric`` folds constants (NumPy's, so NaN folds too)."""
+    return type(name, (_RealFunction,), {"nargs": nargs, "numeric": staticmethod(numeric), "__doc__": doc,
+                                         "fdiff": lambda self, argindex=1: sp.S.Zero})
+
+
+floor = _flat("floor", np.floor)
+ceil = _flat("ceil", np.ceil)
+rint = _flat("rint", np.rint, doc="Round half to even, as torch.round.")
+trunc = _flat("trunc", np.trunc)
+sign = _flat("sign", np.sign)
+isnan = _flat("isnan", np.isnan)
+isinf = _flat("isinf", np.isinf)
+isfinite = _flat("isfinite", np.isfinite)
+logical_not = _flat("logical_not", np.logical_not)
+logical_and = _flat("logical_and", np.logical_and, 2)
+logical_or = _flat("logical_or", np.logical_or, 2)
+logical_xor = _flat("logical_xor", np.logical_xor, 2)
+floor_divide = _flat("floor_divide", np.floor_divide, 2, doc="floor(a / b) as Python's // (NaN at inf).")
+
+
+class remainder(_RealFunction):
+    """Python's ``a % b`` (the sign of b), as torch.remainder; d/db is -floor(a / b)."""
+
+    nargs = 2
+    numeric = staticmethod(np.remainder)
+
+    def fdiff(self, argindex=1):
+        a, b = self.args
+        return sp.S.One if argindex == 1 else -floor_divide(a, b)
+
+
+class clamp(_RealFunction):
+    """``clip(x, lo, hi)`` (hi wins where lo > hi; an absent bound is an infinity), with PyTorch's
+    subgradients: x where lo <= x <= hi, lo where x < lo < hi, hi where x > hi or hi < lo."""
+
+    nargs = 3
+
+    @staticmethod
+    def numeric(x, lo, hi):
+        return np.minimum(np.maximum(x, lo), hi)
+
+    def fdiff(self, argindex=1):
+        x, lo, hi = self.args
+        if argindex == 1:
+            return select(greater_equal(x, lo) * less_equal(x, hi), sp.S.One, sp.S.Zero)
+        if argindex == 2:  # with no upper bound, lo < hi is not asked
+            below = less(x, lo) if hi == sp.oo else less(x, lo) * less(lo, hi)
+            return select(below, sp.S.One, sp.S.Zero)
+        return select(logical_or(greater(x, hi), less(hi, lo)), sp.S.One, sp.S.Zero)
+
+
+ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, binary_cross_entropy, step, relu, equal, greater, greater_equal, less,
+                         less_equal, not_equal, select, floor, ceil, rint, trunc, sign, isnan, isinf, isfinite,
+                         logical_not, logical_and, logical_or, logical_xor, floor_divide, remainder, clamp)
 
 
 # ---------------------------------------------------------------------------- structural

@@ -51,8 +51,8 @@ def elementwise(name, grad_fn, form, *, float_result=False, saves=True, referenc
                 examples=None, domain=None, names: Names | None = None) -> Op:
     """Register an op whose value is ``form`` applied to its inputs' symbols; with ``names``, its
     public function ``name(input, ...)`` goes by them."""
-    code = getattr(form, "__code__", None)  # SymPy heads (classes) are unary here
-    arity = code.co_argcount - len(form.__defaults__ or ()) if code else 1  # sympy.sqrt(arg, evaluate=None)
+    code = getattr(form, "__code__", None)  # a lambda or sympy.sqrt(arg, evaluate=None); else a SymPy head
+    arity = code.co_argcount - len(form.__defaults__ or ()) if code else min(form.nargs)
 
     def build(p, node, *xs):
         if float_result:  # jax.nn's functions take floats only: cast integer inputs as PyTorch does
@@ -76,17 +76,23 @@ def public_function(op: Op, arity: int):
     if arity == 1:
         def function(input):
             return apply(op, input)
-    else:
+    elif arity == 2:
         def function(input, other):
             return apply(op, input, other)
+    else:
+        def function(*inputs):
+            if len(inputs) != arity:
+                raise TypeError(f"{op.name}() takes {arity} arguments ({len(inputs)} given)")
+            return apply(op, *inputs)
     function.__name__ = function.__qualname__ = op.name
     function.__doc__ = f"``torch.{op.name}``: recorded as {op.grad_fn}." if isinstance(op.grad_fn, str) else None
     return function
 
 
-def _unary(name, *more):
-    """The names of a unary function that is also a Tensor method."""
-    return Names(function=(name,), method=(name, *more))
+def public_names(name, *more, inplace=True):
+    """A function that is also a Tensor method (``torch.exp``, ``x.exp()``) and, as most are in
+    PyTorch, an in-place method (``x.exp_()``)."""
+    return Names(function=(name,), method=(name, *more), inplace=(f"{name}_",) if inplace else ())
 
 
 def _pow_name(nodes):
@@ -124,31 +130,31 @@ POW = register(Op("pow", _pow_name, _infer_pow,
                             Example(((3, 4), (3, 4))), Example(((), (4,)), scalars={0: 2.0})),
                   domain=("positive", "real"), elementwise=True))
 MAXIMUM = elementwise("maximum", "MaximumBackward0", lambda a, b: sp.Max(a, b), reference=jnp.maximum,
-                      torch_fn=lambda t, a, b: t.maximum(a, b), examples=BINARY[:3], names=_unary("maximum"))
+                      torch_fn=lambda t, a, b: t.maximum(a, b), examples=BINARY[:3], names=public_names("maximum", inplace=False))
 MINIMUM = elementwise("minimum", "MinimumBackward0", lambda a, b: sp.Min(a, b), reference=jnp.minimum,
-                      torch_fn=lambda t, a, b: t.minimum(a, b), examples=BINARY[:3], names=_unary("minimum"))
+                      torch_fn=lambda t, a, b: t.minimum(a, b), examples=BINARY[:3], names=public_names("minimum", inplace=False))
 
 NEG = elementwise("neg", "NegBackward0", lambda a: -a, saves=False, reference=jnp.negative,
-                  torch_fn=lambda t, a: t.neg(a), names=_unary("neg", "__neg__"))
+                  torch_fn=lambda t, a: t.neg(a), names=public_names("neg", "__neg__"))
 EXP = elementwise("exp", "ExpBackward0", sp.exp, float_result=True, reference=jnp.exp,
-                  torch_fn=lambda t, a: t.exp(a), names=_unary("exp"))
+                  torch_fn=lambda t, a: t.exp(a), names=public_names("exp"))
 LOG = elementwise("log", "LogBackward0", sp.log, float_result=True, reference=jnp.log,
-                  torch_fn=lambda t, a: t.log(a), domain=("positive",), names=_unary("log"))
+                  torch_fn=lambda t, a: t.log(a), domain=("positive",), names=public_names("log"))
 SQRT = elementwise("sqrt", "SqrtBackward0", sp.sqrt, float_result=True, reference=jnp.sqrt,
-                   torch_fn=lambda t, a: t.sqrt(a), domain=("positive",), names=_unary("sqrt"))
+                   torch_fn=lambda t, a: t.sqrt(a), domain=("positive",), names=public_names("sqrt"))
 SIN = elementwise("sin", "SinBackward0", sp.sin, float_result=True, reference=jnp.sin,
-                  torch_fn=lambda t, a: t.sin(a), names=_unary("sin"))
+                  torch_fn=lambda t, a: t.sin(a), names=public_names("sin"))
 COS = elementwise("cos", "CosBackward0", sp.cos, float_result=True, reference=jnp.cos,
-                  torch_fn=lambda t, a: t.cos(a), names=_unary("cos"))
+                  torch_fn=lambda t, a: t.cos(a), names=public_names("cos"))
 TANH = elementwise("tanh", "TanhBackward0", sp.tanh, float_result=True, reference=jnp.tanh,
-                   torch_fn=lambda t, a: t.tanh(a), names=Names(("tanh",), ("tanh",), ("tanh",)))
+                   torch_fn=lambda t, a: t.tanh(a), names=Names(("tanh",), ("tanh",), ("tanh",), inplace=("tanh_",)))
 SIGMOID = elementwise("sigmoid", "SigmoidBackward0", ir.sigmoid, float_result=True,
                       reference=lambda a: 1 / (1 + jnp.exp(-a)), torch_fn=lambda t, a: t.sigmoid(a),
-                      names=Names(("sigmoid",), ("sigmoid",), ("sigmoid",)))
+                      names=Names(("sigmoid",), ("sigmoid",), ("sigmoid",), inplace=("sigmoid_",)))
 RELU = elementwise("relu", "ReluBackward0", ir.relu, reference=lambda a: jnp.maximum(a, 0),
-                   torch_fn=lambda t, a: t.relu(a), domain=("kinked",), names=Names(("relu",), ("relu",), ("relu",)))
+                   torch_fn=lambda t, a: t.relu(a), domain=("kinked",), names=Names(("relu",), ("relu",), ("relu",), inplace=("relu_",)))
 ABS = elementwise("abs", "AbsBackward0", sp.Abs, reference=jnp.abs, torch_fn=lambda t, a: t.abs(a),
-                  domain=("kinked",), names=_unary("abs", "__abs__"))
+                  domain=("kinked",), names=public_names("abs", "__abs__"))
 SOFTPLUS = elementwise("softplus", "SoftplusBackward0", ir.softplus, float_result=True,
                        reference=lambda a: jnp.logaddexp(a, 0.0),
                        torch_fn=lambda t, a: t.nn.functional.softplus(a),
@@ -186,7 +192,7 @@ def pow(input, exponent):
     return apply(POW, input, exponent)
 
 
-@POW.publish(_unary("square"))
+@POW.publish(public_names("square"))
 def square(input):
     return apply(POW, input, 2)
 
@@ -200,7 +206,7 @@ def _comparison(name, head, reference):
                      lambda p, node, a, b: p.assign(head(a, b), node.shape, "bool", name),
                      saves=False, reference=reference, torch_fn=lambda t, a, b: getattr(t, name)(a, b),
                      examples=BINARY[:3] + (Example(((4,), ()), scalars={1: 0}),), elementwise=True))
-    op.publish(_unary(name, f"__{name}__"))(public_function(op, 2))
+    op.publish(public_names(name, f"__{name}__"))(public_function(op, 2))
     return op
 
 

@@ -1,0 +1,125 @@
+"""Elementwise functions beyond arithmetic, each one registry entry: special functions, rounding,
+remainder, clamp, lerp and the fused multiply-adds.  SymPy derives every gradient from the form;
+the heads whose derivative must be PyTorch's subgradient (rounding, clamp) carry it (symgrad.ir)."""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import sympy as sp
+from sympy.codegen.cfunctions import exp2, expm1, log1p, log2, log10
+
+from symgrad import ir
+from symgrad.nodes import CONST
+from symgrad.ops.elementwise import BINARY, elementwise, public_names
+from symgrad.ops.registry import Example, Names
+from symgrad.tensor import Tensor, apply
+
+POSITIVE = ("positive",)
+ROUNDED = (Example(((3, 4),)), Example(((),)))
+
+TAN = elementwise("tan", "TanBackward0", sp.tan, float_result=True, reference=jnp.tan,
+                  torch_fn=lambda t, a: t.tan(a), names=public_names("tan"))
+RSQRT = elementwise("rsqrt", "RsqrtBackward0", lambda a: 1 / sp.sqrt(a), float_result=True,
+                    reference=lambda a: 1 / jnp.sqrt(a), torch_fn=lambda t, a: t.rsqrt(a), domain=POSITIVE,
+                    names=public_names("rsqrt"))
+LOG1P = elementwise("log1p", "Log1PBackward0", log1p, float_result=True, reference=jnp.log1p,
+                    torch_fn=lambda t, a: t.log1p(a), domain=POSITIVE, names=public_names("log1p"))
+EXPM1 = elementwise("expm1", "Expm1Backward0", expm1, float_result=True, reference=jnp.expm1,
+                    torch_fn=lambda t, a: t.expm1(a), names=public_names("expm1"))
+EXP2 = elementwise("exp2", "Exp2Backward0", exp2, float_result=True, reference=jnp.exp2,
+                   torch_fn=lambda t, a: t.exp2(a), names=public_names("exp2"))
+LOG2 = elementwise("log2", "Log2Backward0", log2, float_result=True, reference=jnp.log2,
+                   torch_fn=lambda t, a: t.log2(a), domain=POSITIVE, names=public_names("log2"))
+LOG10 = elementwise("log10", "Log10Backward0", log10, float_result=True, reference=jnp.log10,
+                    torch_fn=lambda t, a: t.log10(a), domain=POSITIVE, names=public_names("log10"))
+ERF = elementwise("erf", "ErfBackward0", sp.erf, float_result=True, reference=jax.scipy.special.erf,
+                  torch_fn=lambda t, a: t.erf(a), names=public_names("erf"))
+
+SIGN = elementwise("sign", "SignBackward0", ir.sign, reference=jnp.sign, torch_fn=lambda t, a: t.sign(a),
+                   examples=ROUNDED, names=public_names("sign"))
+FLOOR = elementwise("floor", "FloorBackward0", ir.floor, reference=jnp.floor, torch_fn=lambda t, a: t.floor(a),
+                    examples=ROUNDED, names=public_names("floor"))
+CEIL = elementwise("ceil", "CeilBackward0", ir.ceil, reference=jnp.ceil, torch_fn=lambda t, a: t.ceil(a),
+                   examples=ROUNDED, names=public_names("ceil"))
+ROUND = elementwise("round", "RoundBackward0", ir.rint, reference=jnp.round, torch_fn=lambda t, a: t.round(a),
+                    examples=ROUNDED, names=public_names("round"))
+TRUNC = elementwise("trunc", "TruncBackward0", ir.trunc, reference=jnp.trunc, torch_fn=lambda t, a: t.trunc(a),
+                    examples=ROUNDED, names=public_names("trunc"))
+FRAC = elementwise("frac", "FracBackward0", lambda a: a - ir.trunc(a), reference=lambda a: a - jnp.trunc(a),
+                   torch_fn=lambda t, a: t.frac(a), examples=ROUNDED, names=public_names("frac"))
+
+
+def _remainder_name(nodes):
+    return "RemainderBackward0" if nodes[1].op is CONST else "RemainderBackward1"
+
+
+REMAINDER = elementwise("remainder", _remainder_name, ir.remainder, reference=jnp.remainder,
+                        torch_fn=lambda t, a, b: t.remainder(a, b), domain=("real", "nonzero"),
+                        examples=BINARY[:3] + (Example(((5,), ()), scalars={1: 1.5}),),
+                        names=public_names("remainder", "__mod__"))
+
+
+def _clamp_name(nodes):
+    return "ClampBackward1" if all(n.op is CONST for n in nodes[1:]) else "ClampBackward0"
+
+
+def _absent(bound):
+    """An infinite bound of the registry's examples is PyTorch's None."""
+    return None if isinstance(bound, float) and math.isinf(bound) else bound
+
+
+CLAMP = elementwise("clamp", _clamp_name, ir.clamp, reference=lambda x, lo, hi: jnp.minimum(jnp.maximum(x, lo), hi),
+                    torch_fn=lambda t, x, lo, hi: t.clamp(x, _absent(lo), _absent(hi)),
+                    domain=("real", "real", "real"),
+                    examples=(Example(((3, 4), (), ()), scalars={1: -0.5, 2: 0.5}),
+                              Example(((3, 4), (3, 4), (4,))), Example(((5,), (5,), ()), scalars={2: math.inf}),
+                              Example(((5,), (), ()), scalars={1: -math.inf, 2: 0.25})))
+
+
+@CLAMP.publish(Names(function=("clamp", "clip"), method=("clamp", "clip"), inplace=("clamp_", "clip_")))
+def clamp(input, min=None, max=None):
+    """``torch.clamp``: number or tensor bounds (not one of each); an absent bound is an infinity."""
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if sum(isinstance(b, Tensor) for b in (min, max)) == 1 and min is not None and max is not None:
+        raise TypeError("clamp() received an invalid combination of arguments: bounds must be both tensors "
+                        f"or both numbers, got {type(min).__name__} and {type(max).__name__}")
+    return apply(CLAMP, input, -math.inf if min is None else min, math.inf if max is None else max)
+
+
+def _lerp_name(nodes):
+    return "LerpBackward0" if nodes[2].op is CONST else "LerpBackward1"
+
+
+def _lerp(a, b, w):
+    """PyTorch's two-sided formula: exact at both ends (and NaN where its far side is inf - inf)."""
+    return ir.select(ir.less(sp.Abs(w), sp.Rational(1, 2)), a + w * (b - a), b - (b - a) * (1 - w))
+
+
+LERP = elementwise("lerp", _lerp_name, _lerp, reference=lambda a, b, w: jnp.where(jnp.abs(w) < 0.5, a + w * (b - a),
+                                                                                 b - (b - a) * (1 - w)),
+                   torch_fn=lambda t, a, b, w: t.lerp(a, b, w), domain=("real", "real", "unit"),
+                   examples=(Example(((3, 4), (3, 4), ()), scalars={2: 0.3}), Example(((3, 4), (4,), (3, 4)))),
+                   names=public_names("lerp"))
+
+
+def _fused(name, grad_fn, form):
+    """``input + value * form(tensor1, tensor2)``, ``value`` a number (PyTorch's addcmul, addcdiv)."""
+    op = elementwise(name, grad_fn, lambda a, b, c, v: a + v * form(b, c), reference=lambda a, b, c, v: a + v * form(b, c),
+                     torch_fn=lambda t, a, b, c, v: getattr(t, name)(a, b, c, value=v),
+                     domain=("real", "real", "nonzero", "real"),
+                     examples=(Example(((3, 4), (3, 4), (3, 4), ()), scalars={3: 0.5}),
+                               Example(((3, 4), (4,), (3, 1), ()), scalars={3: -2.0})))
+
+    @op.publish(Names(function=(name,), method=(name,), inplace=(f"{name}_",)))
+    def function(input, tensor1, tensor2, *, value=1):
+        return apply(op, input, tensor1, tensor2, value)
+
+    function.__name__ = function.__qualname__ = name
+    return op
+
+
+ADDCMUL = _fused("addcmul", "AddcmulBackward0", lambda b, c: b * c)
+ADDCDIV = _fused("addcdiv", "AddcdivBackward0", lambda b, c: b / c)

@@ -1,0 +1,116 @@
+"""The elementwise functions beyond arithmetic, at edge values, against PyTorch: values and
+gradients (NaN where PyTorch has NaN), the in-place variants and the operators on booleans.
+The registry's generic tests (test_ops.py) cover ordinary values."""
+import math
+
+import numpy as np
+import pytest
+
+import symgrad
+
+EDGES = np.array([0.0, -0.0, 0.5, -0.5, 1.5, -2.5, 1e30, -1e30, math.inf, -math.inf, math.nan, 3.0],
+                 dtype=np.float32)
+
+UNARY = ["tan", "sign", "rsqrt", "log1p", "expm1", "exp2", "log2", "log10", "erf", "floor", "ceil", "round",
+         "trunc", "frac", "exp", "log", "sqrt", "abs", "sigmoid", "tanh", "relu", "neg"]
+
+
+def _run(T, name, values):
+    x = T.tensor(values, requires_grad=True)
+    y = getattr(T, name)(x)
+    y.backward(T.ones(y.shape))
+    return y.detach().numpy(), x.grad.numpy()
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_function_at_edge_values(torch, name):
+    ours, theirs = _run(symgrad, name, EDGES), _run(torch, name, EDGES)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=2e-7, equal_nan=True, err_msg=name)  # float32 ulps near 1
+
+
+BINARY = {
+    "remainder tensor": lambda T, x, y: T.remainder(x, y),
+    "% number": lambda T, x, y: x % 1.5,
+    "clamp numbers": lambda T, x, y: T.clamp(x, -1.0, 2.0),
+    "clamp min only": lambda T, x, y: x.clamp(min=0.25),
+    "clip max only": lambda T, x, y: T.clip(x, max=0.25),
+    "clamp tensors": lambda T, x, y: T.clamp(x, y, y + 1),
+    "clamp min tensor": lambda T, x, y: T.clamp(x, min=y),
+    "lerp number": lambda T, x, y: T.lerp(x, y, 0.3),
+    "lerp tensor": lambda T, x, y: T.lerp(x, y, T.sigmoid(y)),
+    "addcmul": lambda T, x, y: T.addcmul(x, x, y, value=0.5),
+    "addcdiv": lambda T, x, y: x.addcdiv(y, x + 3.0, value=-2),
+}
+
+
+@pytest.mark.parametrize("name", list(BINARY))
+def test_two_input_function_at_edge_values(torch, name):
+    other = np.roll(EDGES, 3)
+
+    def run(T):
+        x, y = T.tensor(EDGES, requires_grad=True), T.tensor(other, requires_grad=True)
+        out = BINARY[name](T, x, y)
+        out.backward(T.ones(out.shape))
+        return (out.detach().numpy(), x.grad.numpy(), y.grad if y.grad is None else y.grad.numpy(),
+                type(out.grad_fn).__name__)
+
+    ours, theirs = run(symgrad), run(torch)
+    assert ours[3] == theirs[3]
+    for a, b in zip(ours[:3], theirs[:3]):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-30, equal_nan=True, err_msg=name)
+
+
+def test_clamp_subgradients_where_bounds_cross(torch):
+    """PyTorch: x's gradient where lo <= x <= hi, lo's where x < lo < hi, hi's where x > hi or
+    hi < lo (hi wins when the bounds cross)."""
+    cases = np.array([[0, 1, 3], [1, 1, 3], [2, 1, 3], [3, 1, 3], [5, 1, 3], [1, 3, 2], [1, 2, 2], [2, 2, 2]],
+                     dtype=np.float32).T
+
+    def run(T):
+        x, lo, hi = (T.tensor(c, requires_grad=True) for c in cases)
+        T.clamp(x, lo, hi).sum().backward()
+        return x.grad.numpy(), lo.grad.numpy(), hi.grad.numpy()
+
+    for a, b in zip(run(symgrad), run(torch)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_in_place_variants(torch):
+    def run(T):
+        x = T.tensor(EDGES[:8].copy())
+        x.exp_()
+        x.clamp_(max=3.0)
+        x.sqrt_()
+        x.floor_()
+        y = T.tensor([1.0, -2.0, 0.5])
+        y.addcmul_(y, y, value=2)
+        y.clip_(-1, 1)
+        return x.numpy(), y.numpy()
+
+    for a, b in zip(run(symgrad), run(torch)):
+        np.testing.assert_allclose(a, b, rtol=2e-6, equal_nan=True)
+
+
+def test_boolean_tests_and_operators(torch):
+    def run(T):
+        x = T.tensor(EDGES)
+        finite = T.isfinite(x)
+        results = [T.isnan(x), T.isinf(x), finite, ~finite, finite & (x > 0), T.isnan(x) | T.isinf(x),
+                   finite ^ (x > 0), T.logical_and(x, x > 0), T.logical_or(x, x), T.logical_not(x),
+                   T.logical_xor(finite, x < 0)]
+        return [(r.numpy(), repr(r.dtype)) for r in results]
+
+    for (a, da), (b, db) in zip(run(symgrad), run(torch)):
+        assert da == db
+        np.testing.assert_array_equal(a, b)
+
+
+def test_errors_as_pytorch_raises_them(torch):
+    for call in (lambda T: T.clamp(T.ones(2)), lambda T: T.clamp(T.ones(2), T.zeros(2), 1.0)):
+        with pytest.raises(Exception) as theirs:
+            call(torch)
+        with pytest.raises(type(theirs.value)):
+            call(symgrad)
