@@ -116,11 +116,19 @@ class JaxPrinter(StrPrinter):
 
     def _print_step(self, expr):
         x = self._print(expr.args[0])
-        return f"(~({x} <= 0)).astype({x}.dtype)"
+        return f"(~(({x}) <= 0)).astype(({x}).dtype)"
+
+    def _print_hardtanh(self, expr):  # x itself between the bounds: -0.0 stays -0.0, as in PyTorch
+        x, lo, hi = (self._print(a) for a in expr.args)
+        return f"jnp.where({x} < {lo}, {lo}, jnp.where({x} > {hi}, {hi}, {x}))"
+
+    def _print_hardswish(self, expr):
+        x = self._print(expr.args[0])
+        return f"({x} * jnp.clip({x} + 3, 0, 6) / 6)"
 
     def _print_sign(self, expr):  # PyTorch's: 0 at -0.0 and at NaN
         x = self._print(expr.args[0])
-        return f"(({x} > 0).astype({x}.dtype) - ({x} < 0).astype({x}.dtype))"
+        return f"((({x}) > 0).astype(({x}).dtype) - (({x}) < 0).astype(({x}).dtype))"
 
     def _print_equal(self, expr):
         a, b = (self._print(x) for x in expr.args)

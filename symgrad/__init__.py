@@ -16,8 +16,8 @@ from symgrad.dtypes import (Size, bool_ as bool, device, dtype, float16, float32
 from symgrad.grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,  # noqa: E402
                                set_grad_enabled)
 from symgrad.tensor import Tensor  # noqa: E402
-from symgrad.ops import (elementwise as _e, functions as _f, linalg as _l, logical as _g,  # noqa: E402,F401
-                         reductions as _r, shape as _s)  # (registering their ops)
+from symgrad.ops import (activations as _a, elementwise as _e, functions as _f, linalg as _l,  # noqa: E402,F401
+                         logical as _g, reductions as _r, shape as _s)  # (registering their ops)
 from symgrad import nn, autograd, optim, symbolic  # noqa: E402
 from symgrad import tensor_methods as _methods  # noqa: E402,F401  (attaches the methods that are no op's)
 from symgrad.namespace import publish as _publish  # noqa: E402

@@ -3,7 +3,7 @@ from symgrad.ir.functions import (ELEMENTWISE_FUNCTIONS, STRUCTURAL_PRIMITIVES, 
                                   binary_cross_entropy, broadcast_shapes, equal, index_shape, matmul_shape, python_index,
                                   reduced_shape, relu, select, sigmoid, softplus, step, greater,
                                   greater_equal, less, less_equal, not_equal)
-from symgrad.ir.functions import (ceil, clamp, floor, isfinite, isinf, isnan, logical_and, logical_not,  # noqa: F401
+from symgrad.ir.functions import (ceil, clamp, floor, hardswish, hardtanh, isfinite, isinf, isnan, logical_and, logical_not,  # noqa: F401
                                   logical_or, logical_xor, remainder, rint, sign, trunc)
 from symgrad.ir.program import Program
 
@@ -11,4 +11,4 @@ __all__ = ["Program", "Structural", "binary_cross_entropy", "ELEMENTWISE_FUNCTIO
            "matmul_shape", "reduced_shape", "index_shape", "python_index", "sigmoid", "softplus", "relu", "step",
            "equal", "greater", "greater_equal", "less", "less_equal", "not_equal", "select", "ceil", "clamp",
            "floor", "isfinite", "isinf", "isnan", "logical_and", "logical_not", "logical_or", "logical_xor",
-           "remainder", "rint", "sign", "trunc"]
+           "remainder", "rint", "sign", "trunc", "hardtanh", "hardswish"]

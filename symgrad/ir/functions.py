@@ -218,9 +218,39 @@ class clamp(_RealFunction):
         return select(logical_or(greater(x, hi), less(hi, lo)), sp.S.One, sp.S.Zero)
 
 
+class hardtanh(_RealFunction):
+    """``clip(x, lo, hi)`` whose derivative is 0 at and beyond the bounds and 1 elsewhere (NaN
+    included), as PyTorch's hardtanh and relu6; the bounds are numbers."""
+
+    nargs = 3
+    numeric = staticmethod(clamp.numeric)
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            return sp.S.Zero
+        x, lo, hi = self.args
+        return select(logical_or(less_equal(x, lo), greater_equal(x, hi)), sp.S.Zero, sp.S.One)
+
+
+class hardswish(_RealFunction):
+    """x * clip(x + 3, 0, 6) / 6 (NaN at -inf, as PyTorch computes it), with PyTorch's gradient:
+    0 at and below -3, x/3 + 1/2 below 3, 1 from 3 on."""
+
+    nargs = 1
+
+    @staticmethod
+    def numeric(x):
+        return x * min(max(x + 3, 0.0), 6.0) / 6
+
+    def fdiff(self, argindex=1):
+        (x,) = self.args
+        return select(less_equal(x, -3), sp.S.Zero, select(less(x, 3), x / 3 + sp.Rational(1, 2), sp.S.One))
+
+
 ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, binary_cross_entropy, step, relu, equal, greater, greater_equal, less,
                          less_equal, not_equal, select, floor, ceil, rint, trunc, sign, isnan, isinf, isfinite,
-                         logical_not, logical_and, logical_or, logical_xor, floor_divide, remainder, clamp)
+                         logical_not, logical_and, logical_or, logical_xor, floor_divide, remainder, clamp,
+                         hardtanh, hardswish)
 
 
 # ---------------------------------------------------------------------------- structural

@@ -34,7 +34,7 @@ def _reduce(p, node, elementwise, hint):
     return p.assign(total / max(int(np.prod(full_shape)), 1), (), node.dtype.name, hint + "_mean")
 
 
-def _infer_pair(nodes, reduction):
+def _infer_pair(nodes, reduction, *parameters):
     a, b = nodes
     dtype = a.dtype if a.dtype is b.dtype else dtypes.promote([(a.dtype, 2), (b.dtype, 2)])
     return (ir.broadcast_shapes(a.shape, b.shape) if reduction == "none" else ()), dtype
@@ -65,6 +65,43 @@ MSE = register(Op(
     reference=lambda a, b, reduction: _reference_reduce((a - b) ** 2, reduction),
     torch_fn=lambda torch, a, b, reduction: torch.nn.functional.mse_loss(a, b, reduction=reduction),
     examples=_loss_examples((3,), (4, 5))))
+
+
+def _smooth_l1(d, beta):
+    """|d| - beta/2 beyond beta, else d**2 / (2 beta): PyTorch's branches (NaN takes the quadratic one)."""
+    return _outside(d, beta, d ** 2 / (2 * beta), lambda excess: excess)
+
+
+def _huber(d, delta):
+    """delta (|d| - delta/2) beyond delta, else d**2 / 2."""
+    return _outside(d, delta, d ** 2 / 2, lambda excess: delta * excess)
+
+
+def _outside(d, bound, inside, scaled):
+    """``scaled(|d| - bound/2)`` where d is below -bound or above bound, ``inside`` elsewhere."""
+    above = ir.select(ir.greater(d, bound), scaled(d - bound / 2), inside)
+    return ir.select(ir.less(d, -bound), scaled(-d - bound / 2), above)
+
+
+def _difference_loss(name, grad_fn, form, numpy_form, *default_parameters):
+    """A loss of ``input - target`` elementwise, with PyTorch's reductions; its parameters
+    (``beta``, ``delta``) are attributes after the reduction."""
+    return register(Op(
+        name, grad_fn, _infer_pair,
+        lambda p, node, a, b: _reduce(p, node, form(a - b, *node.attrs[1:]), name),
+        reference=lambda a, b, reduction, *params: _reference_reduce(numpy_form(a - b, *params), reduction),
+        torch_fn=lambda torch, a, b, reduction, *params: getattr(torch.nn.functional, name)(
+            a, b, reduction=reduction, **dict(zip(("beta",) if name == "smooth_l1_loss" else ("delta",), params))),
+        examples=tuple(Example(e.shapes, (*e.attrs, *default_parameters)) for e in _loss_examples((3,), (4, 5))),
+        domain=("kinked", "real")))
+
+
+SMOOTH_L1 = _difference_loss(
+    "smooth_l1_loss", "SmoothL1LossBackward0", _smooth_l1,
+    lambda d, beta: jnp.where(jnp.abs(d) < beta, d ** 2 / (2 * beta), jnp.abs(d) - beta / 2), 0.5)
+HUBER = _difference_loss(
+    "huber_loss", "HuberLossBackward0", _huber,
+    lambda d, delta: jnp.where(jnp.abs(d) < delta, d ** 2 / 2, delta * (jnp.abs(d) - delta / 2)), 1.5)
 
 
 def _reference_reduce(values, reduction):
@@ -189,11 +226,44 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     if size_average is not None or reduce is not None:
         _unsupported("mse_loss", size_average=size_average, reduce=reduce)
+    _same_shape_warning(input, target)
+    return apply(MSE, input, target, attrs=(_reduction(reduction),))
+
+
+def _same_shape_warning(input, target):
     if target._node.shape != input._node.shape:
         warnings.warn(f"Using a target size ({target.shape}) that is different to the input size ({input.shape}). "
                       "This will likely lead to incorrect results due to broadcasting. "
-                      "Please ensure they have the same size.", UserWarning, stacklevel=2)
-    return apply(MSE, input, target, attrs=(_reduction(reduction),))
+                      "Please ensure they have the same size.", UserWarning, stacklevel=3)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """|input - target| reduced, composed as PyTorch composes it (MeanBackward0, SumBackward0)."""
+    if size_average is not None or reduce is not None:
+        _unsupported("l1_loss", size_average=size_average, reduce=reduce)
+    _same_shape_warning(input, target)
+    errors = (input - target).abs()
+    return {"mean": errors.mean, "sum": errors.sum, "none": lambda: errors}[_reduction(reduction)]()
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    if size_average is not None or reduce is not None:
+        _unsupported("smooth_l1_loss", size_average=size_average, reduce=reduce)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    if beta == 0:  # PyTorch's too: the L1 loss
+        return l1_loss(input, target, reduction=reduction)
+    _same_shape_warning(input, target)
+    return apply(SMOOTH_L1, input, target, attrs=(_reduction(reduction), float(beta)))
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    if weight is not None:
+        _unsupported("huber_loss", weight=weight)
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    _same_shape_warning(input, target)
+    return apply(HUBER, input, target, attrs=(_reduction(reduction), float(delta)))
 
 
 @LOG_SOFTMAX.publish(Names(function=("log_softmax",), method=("log_softmax",)))
@@ -204,6 +274,12 @@ def log_softmax(input, dim=None, dtype=None):
 @SOFTMAX.publish(Names(function=("softmax",), method=("softmax",)))
 def softmax(input, dim=None, dtype=None):
     return _softmax(SOFTMAX, input, dim, dtype)
+
+
+@SOFTMAX.publish(Names(functional=("softmin",)))
+def softmin(input, dim=None, dtype=None):
+    """softmax(-x), composed as PyTorch composes it (SoftmaxBackward0)."""
+    return _softmax(SOFTMAX, -input if dtype is None else -input.to(dtype), dim, None)
 
 
 def _softmax(op, input, dim, dtype):

@@ -1,0 +1,128 @@
+"""``torch.nn.functional`` activations, one registry entry each: a SymPy form, from which SymPy
+derives the gradient; at kinks the form's branches are PyTorch's (``select`` takes the branch
+PyTorch's backward takes there: leaky_relu's slope at 0, hardswish's 0 at -3 and 1 at 3).
+Activations that PyTorch itself composes (softsign, tanhshrink, softmin) are compositions here
+too, so their ``grad_fn`` is PyTorch's."""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import sympy as sp
+from sympy.codegen.cfunctions import expm1
+
+from symgrad import ir
+from symgrad.inplace import apply_inplace
+from symgrad.ops.elementwise import DIV, SUB, elementwise
+from symgrad.ops.registry import Example, Names
+from symgrad.tensor import apply
+
+KINKED = ("kinked",)
+WITH_PARAMETER = (Example(((3, 4), ()), scalars={1: 0.2}), Example(((7,), ()), scalars={1: 1.5}))
+SQRT_HALF, SQRT_2_OVER_PI = 1 / math.sqrt(2), math.sqrt(2 / math.pi)
+
+
+def _functional(name):
+    return Names(functional=(name,))
+
+
+def _elu_like(a, negative):
+    """``negative`` at and below 0, else ``a``: NaN takes the positive side, as in PyTorch."""
+    return ir.select(ir.less_equal(a, 0), negative, a)
+
+
+LEAKY_RELU = elementwise("leaky_relu", "LeakyReluBackward0", lambda a, s: ir.select(ir.greater(a, 0), a, a * s),
+                         reference=lambda a, s: jnp.where(a > 0, a, a * s),
+                         torch_fn=lambda t, a, s: t.nn.functional.leaky_relu(a, s), examples=WITH_PARAMETER,
+                         domain=("kinked", "real"))
+ELU = elementwise("elu", "EluBackward0", lambda a, alpha: _elu_like(a, alpha * expm1(a)),
+                  float_result=True, reference=lambda a, alpha: jnp.where(a > 0, a, alpha * jnp.expm1(a)),
+                  torch_fn=lambda t, a, alpha: t.nn.functional.elu(a, alpha), examples=WITH_PARAMETER,
+                  domain=("kinked", "real"))
+CELU = elementwise("celu", "CeluBackward0",
+                   lambda a, alpha: _elu_like(a, alpha * expm1(a / alpha)), float_result=True,
+                   reference=lambda a, alpha: jnp.where(a > 0, a, alpha * jnp.expm1(a / alpha)),
+                   torch_fn=lambda t, a, alpha: t.nn.functional.celu(a, alpha), examples=WITH_PARAMETER,
+                   domain=("kinked", "positive"))
+SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+SELU = elementwise("selu", "EluBackward0",
+                   lambda a: SELU_SCALE * _elu_like(a, SELU_ALPHA * expm1(a)),
+                   float_result=True, reference=jax.nn.selu, torch_fn=lambda t, a: t.nn.functional.selu(a),
+                   domain=KINKED, names=_functional("selu"))
+GELU = elementwise("gelu", "GeluBackward0", lambda a: a * (1 + sp.erf(a * SQRT_HALF)) / 2, float_result=True,
+                   reference=lambda a: jax.nn.gelu(a, approximate=False),
+                   torch_fn=lambda t, a: t.nn.functional.gelu(a))
+GELU_TANH = elementwise("gelu_tanh", "GeluBackward0",
+                        lambda a: a * (1 + sp.tanh(SQRT_2_OVER_PI * (a + 0.044715 * a ** 3))) / 2, float_result=True,
+                        reference=lambda a: jax.nn.gelu(a, approximate=True),
+                        torch_fn=lambda t, a: t.nn.functional.gelu(a, approximate="tanh"))
+MISH = elementwise("mish", "MishBackward0", lambda a: a * sp.tanh(ir.softplus(a)), float_result=True,
+                   reference=lambda a: a * jnp.tanh(jax.nn.softplus(a)), torch_fn=lambda t, a: t.nn.functional.mish(a),
+                   names=_functional("mish"))
+HARDTANH = elementwise("hardtanh", "HardtanhBackward0", ir.hardtanh, reference=lambda a, lo, hi: jnp.clip(a, lo, hi),
+                       torch_fn=lambda t, a, lo, hi: t.nn.functional.hardtanh(a, lo, hi), domain=("kinked", "real", "real"),
+                       examples=(Example(((3, 4), (), ()), scalars={1: -1.0, 2: 1.0}),
+                                 Example(((7,), (), ()), scalars={1: 0.0, 2: 0.5})))
+def _hardsigmoid(a):
+    """x/6 + 1/2 strictly inside (-3, 3), 0 and 1 beyond; NaN stays NaN with a gradient of 0."""
+    outside = ir.select(ir.less_equal(a, -3), 0, ir.select(ir.greater_equal(a, 3), 1, a - a))
+    return ir.select(ir.greater(a, -3) * ir.less(a, 3), a / 6 + sp.Rational(1, 2), outside)
+
+
+HARDSIGMOID = elementwise("hardsigmoid", "HardsigmoidBackward0", _hardsigmoid,
+                          float_result=True, reference=lambda a: jnp.clip(a / 6 + 0.5, 0, 1),
+                          torch_fn=lambda t, a: t.nn.functional.hardsigmoid(a), domain=KINKED,
+                          names=_functional("hardsigmoid"))
+HARDSWISH = elementwise("hardswish", "HardswishBackward0", ir.hardswish, float_result=True, reference=lambda a: a * jnp.clip(a + 3, 0, 6) / 6,
+                        torch_fn=lambda t, a: t.nn.functional.hardswish(a), domain=KINKED,
+                        names=_functional("hardswish"))
+
+
+@LEAKY_RELU.publish(Names(functional=("leaky_relu",)))
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return _maybe_inplace(input, inplace, lambda: apply(LEAKY_RELU, input, float(negative_slope)))
+
+
+@ELU.publish(Names(functional=("elu",)))
+def elu(input, alpha=1.0, inplace=False):
+    return _maybe_inplace(input, inplace, lambda: apply(ELU, input, float(alpha)))
+
+
+@CELU.publish(Names(functional=("celu",)))
+def celu(input, alpha=1.0, inplace=False):
+    return _maybe_inplace(input, inplace, lambda: apply(CELU, input, float(alpha)))
+
+
+@GELU.publish(Names(functional=("gelu",)))
+def gelu(input, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
+    return apply(GELU if approximate == "none" else GELU_TANH, input)
+
+
+@HARDTANH.publish(Names(functional=("hardtanh",)))
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    return _maybe_inplace(input, inplace, lambda: apply(HARDTANH, input, float(min_val), float(max_val)))
+
+
+@HARDTANH.publish(Names(functional=("relu6",)))
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def _maybe_inplace(input, inplace, compute):
+    """``inplace=True``: the result is written into ``input`` (as ``input.op_()`` would)."""
+    return apply_inplace(input, "inplace activation", compute) if inplace else compute()
+
+
+@DIV.publish(Names(functional=("softsign",)))
+def softsign(input):
+    """x / (1 + |x|), composed as PyTorch composes it (DivBackward0)."""
+    return input / (1 + input.abs())
+
+
+@SUB.publish(Names(functional=("tanhshrink",)))
+def tanhshrink(input):
+    """x - tanh(x), composed as PyTorch composes it (SubBackward0)."""
+    return input - input.tanh()
