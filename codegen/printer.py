@@ -11,7 +11,6 @@ from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.str import StrPrinter
 
 from symgrad.ir import functions as F
-from symgrad.ir.ieee import NEGATIVE_ZERO
 
 # SymPy or IR head name -> JAX function applied to the printed arguments.
 ELEMENTWISE = {
@@ -157,6 +156,10 @@ class JaxPrinter(StrPrinter):
         return f"jnp.where({', '.join(self._print(a) for a in expr.args)})"
 
     # structural primitives
+    def _print_Concatenate(self, expr):
+        arrays = ", ".join(self._print(a) for a in expr.args[:-1])
+        return f"jnp.concatenate([{arrays}], axis={int(expr.args[-1])})"
+
     def _print_Matmul(self, expr):
         return f"jnp.matmul({self._print(expr.args[0])}, {self._print(expr.args[1])})"
 
@@ -228,9 +231,8 @@ def value_text(program, expr, shape, dtype) -> str:
     """The source of an assignment's value in ``program``: ``to_jax`` plus what the declared
     shape and dtype need (numbers standing for arrays become ``jnp.full``, smaller results are
     broadcast, mixed or boolean operands cast)."""
-    if not expr.free_symbols and not isinstance(expr, F.Structural):  # a constant such as 2, log(2), E
-        exact = expr.is_Number or expr is sp.zoo or expr == NEGATIVE_ZERO
-        return f"jnp.full({tuple(shape)!r}, {to_jax(expr if exact else sp.Float(expr.evalf()))}, dtype={DTYPES[dtype]})"
+    if not expr.free_symbols and not isinstance(expr, F.Structural):  # a constant: 2, log(2), select(...)
+        return f"jnp.full({tuple(shape)!r}, {to_jax(expr)}, dtype={DTYPES[dtype]})"  # computed as floats are
     text = to_jax(expr)
     if isinstance(expr, sp.Symbol):
         if program.dtypes[expr] != dtype:  # a gradient that is an integer input, say

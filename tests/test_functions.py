@@ -184,3 +184,36 @@ def test_difference_losses_at_their_kinks(torch, name):
     assert ours[3] == theirs[3]
     for x, y in zip(ours[:3], theirs[:3]):
         np.testing.assert_allclose(x, y, rtol=2e-6, atol=1e-7, equal_nan=True, err_msg=name)
+
+
+def test_cat_stack_hstack_vstack(torch):
+    """Values, grad_fn names and each input's slice of the gradient; dtype promotion; legacy empty 1-D."""
+    def run(T):
+        a = T.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        b = T.tensor([[5.0, 6.0]], requires_grad=True)
+        c = T.tensor([7.0, 8.0], requires_grad=True)
+        parts = [T.cat([a, b], 0), T.cat((a, a * 2), dim=-1), T.stack([c, c * 2], 1), T.stack([c, c], -1),
+                 T.hstack([c, c]), T.vstack([c, c]), T.cat([c, T.zeros(0), c]), T.cat([a.double(), a])]
+        weights = [T.arange(float(p.numel())).reshape(p.shape).to(p.dtype) for p in parts]
+        sum(((p * w).sum() for p, w in zip(parts, weights)), T.tensor(0.0, dtype=T.float64)).backward()
+        return ([(p.detach().numpy(), repr(p.dtype), type(p.grad_fn).__name__) for p in parts],
+                a.grad.numpy(), b.grad.numpy(), c.grad.numpy())
+
+    ours, theirs = run(symgrad), run(torch)
+    for (value, dtype, name), (t_value, t_dtype, t_name) in zip(ours[0], theirs[0]):
+        assert (dtype, name) == (t_dtype, t_name)
+        np.testing.assert_array_equal(value, t_value)
+    for a, b in zip(ours[1:], theirs[1:]):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("call", [
+    lambda T: T.cat([T.ones(2, 2), T.ones(2)]), lambda T: T.cat([T.ones(2, 2), T.ones(3, 3)]),
+    lambda T: T.stack([T.ones(2), T.ones(3)]), lambda T: T.cat([]), lambda T: T.stack([]),
+    lambda T: T.cat([T.ones(2), T.ones(2)], dim=1),
+], ids=["rank", "sizes", "stack sizes", "empty cat", "empty stack", "dim"])
+def test_joining_errors_are_pytorchs(torch, call):
+    with pytest.raises(Exception) as theirs:
+        call(torch)
+    with pytest.raises(type(theirs.value)):
+        call(symgrad)

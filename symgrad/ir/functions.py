@@ -588,7 +588,34 @@ class StopGradient(Structural):
         return []
 
 
-STRUCTURAL_PRIMITIVES = (Matmul, ReduceSum, LogSumExp, LogSoftmax, Softmax, ReduceMax, Reshape, BroadcastTo, Permute,
+class Concatenate(Structural):
+    """The arrays ``args[:-1]`` joined along axis ``args[-1]``; each gets back its slice of g."""
+
+    display = "cat"
+
+    @property
+    def arity(self):
+        return len(self.args) - 1
+
+    def shape(self, shape_of):
+        axis = int(self.args[-1])
+        shapes = [shape_of(a) for a in self.args[:-1]]
+        return (*shapes[0][:axis], sum(s[axis] for s in shapes), *shapes[0][axis + 1:])
+
+    def vjp(self, p, g, out):
+        axis, out_shape = int(self.args[-1]), p.shape_of(out)
+        g = p.materialize(g, out_shape, p.dtype_of(out))
+        contributions, start = [], 0
+        for x in self.args[:-1]:
+            size = p.shape_of(x)[axis]
+            spec = [(1, 0, n, 1) for n in out_shape]
+            spec[axis] = (1, start, start + size, 1)
+            contributions.append((x, p.index(g, spec)))
+            start += size
+        return contributions
+
+
+STRUCTURAL_PRIMITIVES = (Concatenate, Matmul, ReduceSum, LogSumExp, LogSoftmax, Softmax, ReduceMax, Reshape, BroadcastTo, Permute,
                          AsType, OneHot, Index, IndexAdd, StopGradient)
 
 

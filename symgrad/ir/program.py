@@ -11,7 +11,7 @@ from collections import Counter
 
 import sympy as sp
 
-from symgrad.ir.functions import (AsType, BroadcastTo, Index, IndexAdd, LogSoftmax, LogSumExp, Matmul,
+from symgrad.ir.functions import (AsType, BroadcastTo, Concatenate, Index, IndexAdd, LogSoftmax, LogSumExp, Matmul,
                                   OneHot, Permute, ReduceMax, ReduceSum, Reshape, Softmax, StopGradient,
                                   Structural, broadcast_shapes, numel, reduced_shape)
 
@@ -104,8 +104,10 @@ class Program:
         return x.is_Number or self.shape_of(x) == ()
 
     def reshape(self, x, shape):
+        """x in ``shape``; a number, or a 0-d x standing for a larger array (a cotangent), stays as
+        it is, but a 0-d array becomes a 1-element one (the shape a structural op reads)."""
         shape = tuple(shape)
-        if self.is_scalar(x) or self.shape_of(x) == shape:
+        if x.is_Number or self.shape_of(x) == shape or (self.is_scalar(x) and numel(shape) != 1):
             return x
         return self._structural(Reshape, x, sp.Tuple(*shape))
 
@@ -152,6 +154,10 @@ class Program:
         if not shape:
             return self.reshape(self.softmax(self.materialize(x, (1,), dtype), 0, log), ())
         return self._structural(LogSoftmax if log else Softmax, x, sp.Integer(axis))
+
+    def concatenate(self, xs, axis: int, shape, dtype: str):
+        """``xs`` (arrays of ``dtype``) joined along ``axis`` into ``shape``."""
+        return self.assign(Concatenate(*[self._bind(x) for x in xs], sp.Integer(axis)), shape, dtype, "cat")
 
     def reduce_max(self, x, axes, keepdim: bool):
         return self._structural(ReduceMax, x, sp.Tuple(*sorted(axes)), sp.true if keepdim else sp.false)

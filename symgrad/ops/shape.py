@@ -260,3 +260,91 @@ def clone(input):
 def copy(input):
     """The values ``dst.copy_(input)`` takes (recorded as PyTorch's CopyBackwards)."""
     return apply(COPY, input)
+
+
+def _infer_cat(nodes, dim):
+    """PyTorch's rules: the same rank and sizes except along ``dim`` (1-D empty tensors are skipped)."""
+    kept = [n for n in nodes if n.shape != (0,)] or list(nodes[:1])
+    first = kept[0]
+    for number, n in enumerate(kept[1:], 1):
+        if len(n.shape) != len(first.shape):
+            raise ValueError(f"Tensors must have same number of dimensions: got {len(first.shape)} and {len(n.shape)}")
+        for axis, (a, b) in enumerate(zip(first.shape, n.shape)):
+            if axis != dim and a != b:
+                raise ValueError(f"Sizes of tensors must match except in dimension {dim}. Expected size {a} but got "
+                                 f"size {b} for tensor number {number} in the list.")
+    shape = (*first.shape[:dim], sum(n.shape[dim] for n in kept), *first.shape[dim + 1:])
+    return shape, dtypes.promote([(n.dtype, 2) for n in nodes])
+
+
+def _build_cat(p, node, *xs):
+    (dim,) = node.attrs
+    kept = [p.astype(x, node.dtype.name) for x, n in zip(xs, node.inputs) if n.shape != (0,) or len(node.shape) == 1]
+    return p.concatenate(kept, dim, node.shape, node.dtype.name)
+
+
+CAT = register(Op("cat", "CatBackward0", _infer_cat, _build_cat, saves=False,
+                  reference=lambda *xs: jnp.concatenate(xs[:-1], axis=xs[-1]),
+                  torch_fn=lambda t, *xs: t.cat(xs[:-1], xs[-1]),
+                  examples=(Example(((2, 3), (4, 3)), (0,)), Example(((2, 3), (2, 1), (2, 2)), (1,)),
+                            Example(((3,), (0,), (2,)), (0,)))))
+
+
+def _infer_stack(nodes, dim):
+    first = nodes[0]
+    for number, n in enumerate(nodes[1:], 1):
+        if n.shape != first.shape:
+            raise ValueError(f"stack expects each tensor to be equal size, but got {list(first.shape)} at entry 0 "
+                             f"and {list(n.shape)} at entry {number}")
+    return (*first.shape[:dim], len(nodes), *first.shape[dim:]), dtypes.promote([(n.dtype, 2) for n in nodes])
+
+
+def _build_stack(p, node, *xs):
+    (dim,) = node.attrs
+    one = (*node.shape[:dim], 1, *node.shape[dim + 1:])
+    parts = [p.astype(p.reshape(p.materialize(x, n.shape, n.dtype.name), one), node.dtype.name)
+             for x, n in zip(xs, node.inputs)]
+    return p.concatenate(parts, dim, node.shape, node.dtype.name)
+
+
+STACK = register(Op("stack", "StackBackward0", _infer_stack, _build_stack, saves=False,
+                    reference=lambda *xs: jnp.stack(xs[:-1], axis=xs[-1]),
+                    torch_fn=lambda t, *xs: t.stack(xs[:-1], xs[-1]),
+                    examples=(Example(((2, 3), (2, 3)), (0,)), Example(((2, 3), (2, 3), (2, 3)), (2,)),
+                              Example(((), ()), (0,)))))
+
+
+def _tensor_list(name, tensors):
+    tensors = list(tensors)
+    if not tensors:
+        if name == "cat":
+            raise ValueError("torch.cat(): expected a non-empty list of Tensors")
+        raise RuntimeError(f"{name} expects a non-empty TensorList")
+    return tensors
+
+
+@CAT.publish(Names(function=("cat", "concat", "concatenate")))
+def cat(tensors, dim=0):
+    tensors = _tensor_list("cat", tensors)
+    reference = next((t for t in tensors if tuple(t.shape) != (0,)), tensors[0])
+    return apply(CAT, *tensors, attrs=(dim_index(dim, reference.ndim),))
+
+
+@STACK.publish(Names(function=("stack",)))
+def stack(tensors, dim=0):
+    tensors = _tensor_list("stack", tensors)
+    return apply(STACK, *tensors, attrs=(dim_index(dim, tensors[0].ndim + 1),))
+
+
+@CAT.publish(Names(function=("hstack",)))
+def hstack(tensors):
+    """Along the first axis for 1-D tensors, the second otherwise (0-d tensors become 1-D first)."""
+    tensors = [t.reshape(1) if t.ndim == 0 else t for t in _tensor_list("hstack", tensors)]
+    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+@CAT.publish(Names(function=("vstack",)))
+def vstack(tensors):
+    """Rows: tensors below two dimensions become rows first."""
+    tensors = [t.reshape(1, -1) if t.ndim < 2 else t for t in _tensor_list("vstack", tensors)]
+    return cat(tensors, 0)
