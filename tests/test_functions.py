@@ -217,3 +217,24 @@ def test_joining_errors_are_pytorchs(torch, call):
         call(torch)
     with pytest.raises(type(theirs.value)):
         call(symgrad)
+
+
+@pytest.mark.parametrize("shape", [(4,), (2, 4), (5, 2, 4)])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_linear_as_pytorch_records_it(torch, shape, with_bias):
+    rng = np.random.default_rng(len(shape))
+    w0, b0, x0 = (rng.normal(size=s).astype(np.float32) for s in ((3, 4), (3,), shape))
+
+    def run(T):
+        w, b, x = (T.tensor(v, requires_grad=True) for v in (w0, b0, x0))
+        y = T.nn.functional.linear(x, w, b if with_bias else None)
+        (y ** 2).sum().backward()
+        return type(y.grad_fn).__name__, y.detach().numpy(), w.grad.numpy(), x.grad.numpy(), b.grad
+
+    ours, theirs = run(symgrad), run(torch)
+    assert ours[0] == theirs[0]
+    for a, b in zip(ours[1:4], theirs[1:4]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert (ours[4] is None) == (theirs[4] is None)
+    if with_bias:
+        np.testing.assert_allclose(ours[4].numpy(), theirs[4].numpy(), rtol=1e-5)

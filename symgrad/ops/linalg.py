@@ -56,3 +56,36 @@ def mm(input, mat2):
         raise RuntimeError(f"mm: both arguments must be matrices, got shapes {tuple(input.shape)} and "
                            f"{tuple(mat2.shape)}")
     return apply(MATMUL, input, mat2)
+
+
+def _infer_linear(nodes):
+    x, weight, bias = nodes
+    if x.shape[-1] != weight.shape[-1]:
+        raise ValueError(f"mat1 and mat2 shapes cannot be multiplied ({x.shape[0]}x{x.shape[1]} and "
+                         f"{weight.shape[1]}x{weight.shape[0]})")
+    if not x.dtype is weight.dtype is bias.dtype:
+        raise ValueError(f"expected m1, m2 and bias to have the same dtype, but got: {x.dtype}, {weight.dtype}, "
+                         f"{bias.dtype}")
+    return (x.shape[0], weight.shape[0]), x.dtype
+
+
+def _build_linear(p, node, x, weight, bias):
+    product = p.matmul(x, p.swap_last(weight))
+    return p.assign(product + bias, node.shape, node.dtype.name, "linear")
+
+
+LINEAR = register(Op("linear", "AddmmBackward0", _infer_linear, _build_linear,
+                     reference=lambda x, w, b: x @ w.T + b, torch_fn=lambda t, x, w, b: t.nn.functional.linear(x, w, b),
+                     examples=(Example(((2, 4), (3, 4), (3,))), Example(((5, 2), (1, 2), (1,))))))
+
+
+@LINEAR.publish(Names(functional=("linear",)))
+def linear(input, weight, bias=None):
+    """``x @ weight.T + bias`` as PyTorch records it: one addmm for a matrix with a bias, viewed
+    back for other ranks; without a bias, a matmul."""
+    if bias is None:
+        return matmul(input, weight.t())
+    if input.ndim == 2:
+        return apply(LINEAR, input, weight, bias)
+    rows = input.reshape(-1, input.shape[-1]) if input.ndim else input.reshape(1, 1)
+    return apply(LINEAR, rows, weight, bias).reshape(*input.shape[:-1], weight.shape[0])
