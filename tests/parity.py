@@ -23,3 +23,12 @@ def assert_same_printout(ours: str, theirs: str, tolerance: float = 2e-4):
     for a, b in zip(numbers_ours, numbers_theirs):
         same = (a != a and b != b) or abs(a - b) <= tolerance * max(1.0, abs(b))
         assert same, f"{a} != {b}\n--- symgrad\n{ours}\n--- torch\n{theirs}"
+
+
+def raised(fn, module):
+    """The name of the exception class ``fn(module)`` raises, or None."""
+    try:
+        fn(module)
+    except Exception as error:  # noqa: BLE001  (the class is what is compared)
+        return type(error).__name__
+    return None

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import symgrad
+from parity import raised
 
 pytestmark = pytest.mark.usefixtures("both_paths")  # each test on the fast and the plain path
 
@@ -254,14 +255,6 @@ def test_constants_fold_as_floats(torch):
 # ---------------------------------------------------------------------- 8. exception classes
 
 
-def _raised(fn, module):
-    try:
-        fn(module)
-    except Exception as error:  # noqa: BLE001  (the class is what is compared)
-        return type(error).__name__
-    return None
-
-
 @pytest.mark.parametrize("call", [
     lambda T: T.randn(-1), lambda T: T.zeros(2, -3), lambda T: T.ones(-2), lambda T: T.rand(3, -1),
     lambda T: T.full((-1,), 2.0), lambda T: T.randint(0, 3, (-1,)), lambda T: T.eye(-1),
@@ -270,9 +263,9 @@ def _raised(fn, module):
 def test_pytorchs_exception_class(torch, call):
     """Was: ValueError for negative sizes (PyTorch RuntimeError), RuntimeError for softmax of an
     integer tensor (PyTorch NotImplementedError)."""
-    expected = _raised(call, torch)
+    expected = raised(call, torch)
     assert expected in ("RuntimeError", "NotImplementedError")
-    assert _raised(call, symgrad) == expected
+    assert raised(call, symgrad) == expected
 
 
 # ------------------------------------------------ 9. the graph is freed after backward(gradient)
