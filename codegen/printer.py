@@ -121,6 +121,13 @@ class JaxPrinter(StrPrinter):
         x, lo, hi = (self._print(a) for a in expr.args)
         return f"jnp.where({x} < {lo}, {lo}, jnp.where({x} > {hi}, {hi}, {x}))"
 
+    def _print_binary_cross_entropy_with_logits(self, expr):
+        x, t = (self._print(a) for a in expr.args)
+        return f"((1 - {t}) * {x} + jax.nn.softplus(-({x})))"
+
+    def _print_rerouted(self, expr):
+        return self._print(expr.args[0])
+
     def _print_hardswish(self, expr):
         x = self._print(expr.args[0])
         return f"({x} * jnp.clip({x} + 3, 0, 6) / 6)"

@@ -89,13 +89,9 @@ def _derivative(expr, x):
     args = expr.args
     if expr.is_Add:
         return ieee.add(*[_derivative(a, x) for a in args])
-    if expr.is_Mul:
-        terms = []
-        for i, a in enumerate(args):
-            da = _derivative(a, x)
-            if da != 0:
-                terms.append(ieee.mul(*args[:i], da, *args[i + 1:]))
-        return ieee.add(*terms)
+    if expr.is_Mul:  # a factor's derivative that cancels to 0 (x - x) still multiplies: 0 * inf is NaN
+        return ieee.add(*[ieee.mul(*args[:i], _derivative(a, x), *args[i + 1:])
+                          for i, a in enumerate(args) if x in a.free_symbols])
     if expr.is_Pow:
         return _pow_derivative(expr, x)
     if isinstance(expr, select):  # the branch not taken sends nothing, not 0 * its derivative (NaN at inf)
@@ -103,12 +99,8 @@ def _derivative(expr, x):
         da, db = _derivative(a, x), _derivative(b, x)
         return sp.S.Zero if da == 0 and db == 0 else select(condition, da, db)
     if getattr(type(expr), "fdiff", sp.Function.fdiff) is not sp.Function.fdiff:  # heads with their own rule
-        terms = []
-        for i, a in enumerate(args, 1):
-            da = _derivative(a, x)
-            if da != 0:
-                terms.append(ieee.mul(expr.fdiff(i), da))
-        return ieee.add(*terms)
+        return ieee.add(*[ieee.mul(expr.fdiff(i), _derivative(a, x))
+                          for i, a in enumerate(args, 1) if x in a.free_symbols])
     return expr.diff(x)
 
 
@@ -116,16 +108,17 @@ def _pow_derivative(expr, x):
     """PyTorch's pow gradients: zero where the exponent is 0 (even at a base of 0), and for the
     exponent zero where the base is 0 and the exponent >= 0 (where b**e * log(b) is 0 * -inf)."""
     base, exponent = expr.args
-    db, de = _derivative(base, x), _derivative(exponent, x)
     terms = []
-    if db != 0 and not exponent.is_zero:
+    if x in base.free_symbols and not exponent.is_zero:
+        db = _derivative(base, x)
         lowered = exponent - 1 if exponent.is_Number else ieee.add(exponent, sp.S.NegativeOne)
         power = sp.S.One if lowered == 0 else base if lowered == 1 else sp.Pow(base, lowered, evaluate=False)
         by_base = ieee.mul(exponent, power)
         if not exponent.is_Number:
             by_base = select(equal(exponent, 0), sp.S.Zero, by_base)
         terms.append(ieee.mul(by_base, db))
-    if de != 0:
+    if x in exponent.free_symbols:
+        de = _derivative(exponent, x)
         by_exponent = ieee.mul(expr, sp.log(base, evaluate=False))  # the real log: log(-2) is NaN
         if base.is_Number:
             if base.is_zero:

@@ -285,3 +285,48 @@ def test_a_second_backward_with_a_gradient_raises_as_in_pytorch(torch):
 
     assert run(torch) is True
     assert run(symgrad) is True
+
+
+# ------------------------------------------------------- found by the differential fuzzer
+
+
+def test_an_update_under_no_grad_of_a_tensor_with_history_is_exactly_the_new_value(torch):
+    """Was: new + (y - stop_gradient(y)): NaN where y was inf, 0 where |y| >> |new|."""
+    def run(T):
+        x = T.tensor(_f32([1e30, INF, 2.0]), requires_grad=True)
+        y = x * 2
+        with T.no_grad():
+            y.fill_(3.0)
+        (y * x).sum().backward()
+        return (y * 1).detach().numpy(), x.grad.numpy()
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        _same(a, b)
+
+
+def test_the_same_tensor_on_both_sides_of_a_loss(torch):
+    """Was: mse_loss(x, x) folded x - x to 0 (PyTorch: NaN at inf and NaN, in value and gradient)."""
+    def run(T):
+        a = T.tensor(_f32([INF, 1.0, NAN]), requires_grad=True)
+        loss = T.nn.functional.mse_loss(a, a, reduction="none") + T.nn.functional.smooth_l1_loss(a, a, reduction="none")
+        loss.sum().backward()
+        return loss.detach().numpy(), a.grad.numpy()
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        _same(a, b)
+
+
+def test_bce_with_logits_at_infinite_logits(torch):
+    """Was: softplus(x) - x t gave inf or -inf where PyTorch's (1 - t) x + softplus(-x) is NaN."""
+    def run(T):
+        x = T.tensor(_f32([INF, INF, -INF, -INF, 20.0, -20.0]), requires_grad=True)
+        t = T.tensor(_f32([1.0, 0.0, 0.0, 1.0, 0.0, 0.0]), requires_grad=True)
+        loss = T.nn.functional.binary_cross_entropy_with_logits(x, t, reduction="none")
+        loss.sum().backward()
+        return loss.detach().numpy(), x.grad.numpy(), t.grad.numpy()
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        _same(a, b)

@@ -79,6 +79,21 @@ class binary_cross_entropy(_RealFunction):
         return -sp.log(q / (1 - q))  # -logit(q), unclamped as in PyTorch
 
 
+class binary_cross_entropy_with_logits(_RealFunction):
+    """PyTorch's (1 - t) x + softplus(-x) (NaN at the infinities where PyTorch's is), with its
+    derivatives sigmoid(x) - t and -x, exact for large |x|."""
+
+    nargs = 2
+
+    @staticmethod
+    def numeric(x, t):
+        return (1 - t) * x + softplus.numeric(-x)
+
+    def fdiff(self, argindex=1):
+        x, t = self.args
+        return sigmoid(x) - t if argindex == 1 else -x
+
+
 class step(_RealFunction):
     """0 where x <= 0, else 1 (1 at NaN): PyTorch's relu gradient."""
 
@@ -232,6 +247,17 @@ class hardtanh(_RealFunction):
         return select(logical_or(less_equal(x, lo), greater_equal(x, hi)), sp.S.Zero, sp.S.One)
 
 
+class rerouted(_RealFunction):
+    """The value ``new`` with the derivative of ``old``: ``y.add_(1)`` under no_grad on a y with
+    history takes new values and keeps y's gradient (PyTorch does not record the update)."""
+
+    nargs = 2
+    numeric = staticmethod(lambda new, old: new)
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero if argindex == 1 else sp.S.One
+
+
 class hardswish(_RealFunction):
     """x * clip(x + 3, 0, 6) / 6 (NaN at -inf, as PyTorch computes it), with PyTorch's gradient:
     0 at and below -3, x/3 + 1/2 below 3, 1 from 3 on."""
@@ -247,10 +273,10 @@ class hardswish(_RealFunction):
         return select(less_equal(x, -3), sp.S.Zero, select(less(x, 3), x / 3 + sp.Rational(1, 2), sp.S.One))
 
 
-ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, binary_cross_entropy, step, relu, equal, greater, greater_equal, less,
+ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, binary_cross_entropy, binary_cross_entropy_with_logits, step, relu, equal, greater, greater_equal, less,
                          less_equal, not_equal, select, floor, ceil, rint, trunc, sign, isnan, isinf, isfinite,
                          logical_not, logical_and, logical_or, logical_xor, floor_divide, remainder, clamp,
-                         hardtanh, hardswish)
+                         hardtanh, hardswish, rerouted)
 
 
 # ---------------------------------------------------------------------------- structural

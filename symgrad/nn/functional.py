@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from symgrad import dtypes, engine, ir
+from symgrad.ir import ieee
 from symgrad.ops.dims import dim_index
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import Tensor, apply
@@ -46,7 +47,7 @@ def _loss_examples(*shapes):
 
 BCE_WITH_LOGITS = register(Op(
     "binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward0", _infer_pair,
-    lambda p, node, x, t: _reduce(p, node, ir.softplus(x) - x * t, "bce"),
+    lambda p, node, x, t: _reduce(p, node, ir.binary_cross_entropy_with_logits(x, t), "bce"),
     reference=lambda x, t, reduction: _reference_reduce(jnp.logaddexp(x, 0.0) - x * t, reduction),
     torch_fn=lambda torch, x, t, reduction: torch.nn.functional.binary_cross_entropy_with_logits(x, t, reduction=reduction),
     examples=_loss_examples((3,), (4, 5)), domain=("real", "unit")))
@@ -61,7 +62,7 @@ BCE = register(Op(
 
 MSE = register(Op(
     "mse_loss", "MseLossBackward0", _infer_pair,
-    lambda p, node, a, b: _reduce(p, node, (a - b) ** 2, "squared_error"),
+    lambda p, node, a, b: _reduce(p, node, ieee.unevaluated(lambda a, b: (a - b) ** 2, a, b), "squared_error"),
     reference=lambda a, b, reduction: _reference_reduce((a - b) ** 2, reduction),
     torch_fn=lambda torch, a, b, reduction: torch.nn.functional.mse_loss(a, b, reduction=reduction),
     examples=_loss_examples((3,), (4, 5))))
@@ -88,7 +89,8 @@ def _difference_loss(name, grad_fn, form, numpy_form, *default_parameters):
     (``beta``, ``delta``) are attributes after the reduction."""
     return register(Op(
         name, grad_fn, _infer_pair,
-        lambda p, node, a, b: _reduce(p, node, form(a - b, *node.attrs[1:]), name),
+        lambda p, node, a, b: _reduce(p, node, ieee.unevaluated(lambda a, b: form(a - b, *node.attrs[1:]), a, b),
+                                      name),
         reference=lambda a, b, reduction, *params: _reference_reduce(numpy_form(a - b, *params), reduction),
         torch_fn=lambda torch, a, b, reduction, *params: getattr(torch.nn.functional, name)(
             a, b, reduction=reduction, **dict(zip(("beta",) if name == "smooth_l1_loss" else ("delta",), params))),

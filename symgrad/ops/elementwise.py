@@ -256,9 +256,9 @@ def _keep_history_name(nodes):
 
 
 # ``y.add_(1)`` under no_grad on a y that has history: y takes the new values, and its gradient
-# is still y's (PyTorch does not record the update).  The form is exactly the new value plus a
-# zero, ``y - stop_gradient(y)``, whose derivative routes the gradient through the old y.
+# is still y's (PyTorch does not record the update): exactly the new value (even where y is inf),
+# with y's derivative (ir.rerouted).
 KEEP_HISTORY = register(Op("keep_history", _keep_history_name, lambda nodes: (nodes[0].shape, nodes[0].dtype),
-                           lambda p, node, old, new: p.assign(new + (old - p.stop_gradient(old)), node.shape,
+                           lambda p, node, old, new: p.assign(ir.rerouted(new, old), node.shape,
                                                               node.dtype.name, "updated"),
                            saves=False))
