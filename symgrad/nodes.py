@@ -22,7 +22,8 @@ from symgrad.ops.registry import Op
 
 class Node:
     __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "requires_grad", "value", "owner",
-                 "freed", "grad_fn_object", "retains_grad", "kind", "args", "pending", "born", "__weakref__")
+                 "freed", "grad_fn_object", "retains_grad", "kind", "args", "pending", "born", "unkinded",
+                 "__weakref__")
 
     def __init__(self, op: Op, inputs: tuple, attrs: tuple, shape: tuple, dtype, requires_grad: bool,
                  value=None, kind=False, args=None, pending=None):

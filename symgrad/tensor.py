@@ -314,17 +314,33 @@ def record(op, nodes: tuple, attrs: tuple = ()) -> Node:
     if not requires_grad:
         # Checked only here (a graph that grows step by step makes new kinds), and only for a result
         # without history: one with history is computed, with the pending leaves it holds, by its backward.
-        # An input without a kind (more than kinds.MAX_ARGS arrays behind it: a running total, or a
-        # parameter updated again and again, that nobody reads) and without history is computed now
-        # too, so that such a chain stays bounded.
-        stale = [n for n in nodes if outlived(n) or (key is None and n.kind is None and n.value is None
+        # Inputs without history at the end of a long run of nodes without a kind (a running total,
+        # or a parameter updated again and again, that nobody reads) are computed now too, so that
+        # such a chain stays bounded (MAX_UNKINDED_RUN nodes).
+        run = 1 + max([_unkinded(n) for n in nodes if n.kind is None and n.value is None] or [0])
+        stale = [n for n in nodes if outlived(n) or (run > MAX_UNKINDED_RUN and n.kind is None and n.value is None
                                                      and (n.op is LEAF or not n.requires_grad))]
         if stale:
             engine.realize_outlived(stale)
             return record(op, nodes, attrs)
+    else:
+        run = 0
     if key is not None:
         kind = kinds.intern(key, shape, dtype, requires_grad)
-    return Node(op, nodes, attrs, shape, dtype, requires_grad, None, kind, arguments, pending)
+    node = Node(op, nodes, attrs, shape, dtype, requires_grad, None, kind, arguments, pending)
+    if kind is None:
+        node.unkinded = run
+    return node
+
+
+MAX_UNKINDED_RUN = 256  # nodes without a kind in a row before a value without history is computed
+
+
+def _unkinded(node: Node) -> int:
+    """The run of nodes without a kind that ends at ``node`` (a pending leaf continues its source's)."""
+    while node.op is LEAF and node.inputs and not hasattr(node, "unkinded"):
+        node = node.inputs[0]
+    return getattr(node, "unkinded", 0)
 
 
 def _array_leaf(array, dtype) -> Node:
