@@ -14,7 +14,8 @@ F32 = dict(rtol=1e-5, atol=1e-6)
 
 
 class Step:
-    """A stand-in for a compiled program: ``(a, b) -> (b / 2 + a / 10, cos(a))``, counting its runs."""
+    """A stand-in for a compiled program: ``(a, b) -> (a + 1, b / 2 + cos(a))``, counting its runs.
+    ``a`` counts the calls and ``b`` never settles: a call skipped or made twice shows in both."""
 
     def __init__(self, small=True):
         self.result_count, self.small, self.calls, self.runs = 2, small, 0, 0
@@ -23,24 +24,48 @@ class Step:
 
     @staticmethod
     def python_fn(a, b):
-        return b * 0.5 + a * 0.1, jnp.cos(a)
+        return a + 1, b * 0.5 + jnp.cos(a)
 
     def run(self, *arrays):
         self.runs += 1
         return self.fn(*arrays)
 
 
-def _iterate(step, a, b, n):
-    for _ in range(n):
+def kept_unchanged(result) -> bool:
+    """Whether a loop can keep ``result`` (an array or a Pending) to read after the loop, and leave
+    its chain as it was: a chain returns the results still held when it runs, and its fused
+    program is compiled for that set (the latest results only: a scan of one step).  So: a result
+    computed already, or one of the last call of a full chain (returned anyway)."""
+    return result.__class__ is not deferred.Pending or result.call.position == deferred.MAX_CHAIN - 1
+
+
+def _iterate(step, a, b, n, kept=None):
+    """``n`` calls; ``kept`` (a dict) gets the results of call k at k where ``kept_unchanged``."""
+    for k in range(1, n + 1):
         a, b = deferred.call(step, [a, b])
+        if kept is not None and kept_unchanged(a):
+            kept[k] = a, b
     return a, b
+
+
+def _by_hand_steps(a, b, n):
+    """The states after 0, 1, ..., n calls, in float32 as the program computes them."""
+    states = [(np.float32(a), np.float32(b))]
+    for _ in range(n):
+        a, b = states[-1]
+        states.append((a + np.float32(1), b * np.float32(0.5) + np.cos(a)))
+    return states
 
 
 def _by_hand(a, b, n):
-    a, b = np.float32(a), np.float32(b)
-    for _ in range(n):
-        a, b = b * np.float32(0.5) + a * np.float32(0.1), np.cos(a)
-    return a, b
+    return _by_hand_steps(a, b, n)[-1]
+
+
+def assert_kept_states(kept, expected):
+    """The states kept at calls k against ``expected[k]``, read now, after the loop."""
+    assert len(kept) > 2
+    np.testing.assert_allclose([[deferred.value(a), deferred.value(b)] for a, b in kept.values()],
+                               [expected[k] for k in kept], **F32)
 
 
 def test_a_hot_small_program_runs_in_chains_with_the_same_results():
@@ -48,27 +73,38 @@ def test_a_hot_small_program_runs_in_chains_with_the_same_results():
     chains, fused = deferred.stats.chains_run, deferred.stats.fused_compiles
     n = deferred.HOT_AFTER + deferred.FUSE_AFTER * deferred.MAX_CHAIN + 1  # the last full chain compiles
     state = [jnp.float32(0.5), jnp.float32(0.25)]  # holds only the latest results, as a loop does
-    for _ in range(n):
-        state[:] = deferred.call(step, state)
+    kept = {}  # and, by call, those that kept_unchanged allows
+
+    def calls(numbers):
+        for k in numbers:
+            state[:] = deferred.call(step, state)
+            if kept_unchanged(state[0]):
+                kept[k] = tuple(state)
+
+    calls(range(1, n + 1))
     assert step.runs == n - 1  # until then, full chains run call by call
     deferred.finish_compiles()
-    for _ in range(2 * deferred.MAX_CHAIN - 1):  # two more full chains
-        state[:] = deferred.call(step, state)
+    last = n + 2 * deferred.MAX_CHAIN - 1  # two more full chains
+    calls(range(n + 1, last + 1))
     a, b = state
     assert isinstance(a, deferred.Pending)
-    np.testing.assert_allclose([a.get(), b.get()], _by_hand(0.5, 0.25, n + 2 * deferred.MAX_CHAIN - 1), **F32)
+    expected = _by_hand_steps(0.5, 0.25, last)
+    np.testing.assert_allclose([a.get(), b.get()], expected[-1], **F32)
     assert step.runs == n - 1  # both ran as one fused program each
     assert deferred.stats.chains_run - chains == deferred.FUSE_AFTER + 2
     assert deferred.stats.fused_compiles - fused == 1  # one per loop shape
+    assert_kept_states(kept, expected)
 
 
 def test_a_short_loop_compiles_nothing_new():
     step = Step()
     fused = deferred.stats.fused_compiles
     n = deferred.HOT_AFTER + (deferred.FUSE_AFTER - 1) * deferred.MAX_CHAIN + 1
-    a, b = _iterate(step, jnp.float32(0.5), jnp.float32(0.25), n)
+    a, b = _iterate(step, jnp.float32(0.5), jnp.float32(0.25), n, kept := {})
     assert step.runs == n - 1 and deferred.stats.fused_compiles == fused  # full chains, call by call
-    np.testing.assert_allclose(b.get(), _by_hand(0.5, 0.25, n)[1], **F32)
+    expected = _by_hand_steps(0.5, 0.25, n)
+    np.testing.assert_allclose([a.get(), b.get()], expected[-1], **F32)
+    assert_kept_states(kept, expected)
 
 
 def test_a_read_runs_the_chain_cut_short_and_cools_the_program():
@@ -111,8 +147,8 @@ def test_big_programs_and_traced_inputs_run_at_once():
     assert not isinstance(a, deferred.Pending) and big.runs == 3 * deferred.MAX_CHAIN
     step = Step()
     step.calls = deferred.HOT_AFTER
-    traced = jax.jit(lambda x: deferred.call(step, [x, x])[0])(jnp.float32(3.0))
-    np.testing.assert_allclose(float(traced), 1.8, **F32)
+    traced = jax.jit(lambda x: deferred.call(step, [x, x])[1])(jnp.float32(3.0))
+    np.testing.assert_allclose(float(traced), _by_hand(3.0, 3.0, 1)[1], **F32)
 
 
 def test_a_pending_value_read_from_another_thread():
@@ -129,9 +165,28 @@ def test_a_pending_value_read_from_another_thread():
 # ------------------------------------------------------------------- the seed loop, end to end
 
 
-def _seed_loop(T, steps, reads=(), keep=None):
+def record(T, records, step, *tensors, every_step=False):
+    """Snapshots of ``tensors`` at ``step`` in ``records``, to be compared step by step after the
+    loop: every step of PyTorch's, and symgrad's where keeping them leaves the deferred chains as
+    they were (``kept_unchanged`` of the first tensor's value): the eager steps, and then the last
+    step of each chain.  ``every_step`` keeps symgrad's every step too: right for a loop whose
+    chains never fill up (the caller checks it), where no fused program depends on what is kept."""
+    if T is not symgrad or every_step or kept_unchanged(tensors[0]._node.value):
+        records[step] = [t.detach().clone() for t in tensors]
+
+
+def assert_same_steps(records, expected, rtol, atol):
+    """symgrad's ``records`` (at least one per chain) against PyTorch's of the same steps."""
+    assert len(records) >= len(expected) // deferred.MAX_CHAIN, sorted(records)
+    for step, snapshots in records.items():
+        for ours, theirs in zip(snapshots, expected[step]):
+            np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=rtol, atol=atol, err_msg=f"step {step}")
+
+
+def _seed_loop(T, steps, reads=(), keep=None, records=None):
     """The tutorials' network trained torch-style; at the steps in ``reads`` the loss and the
-    gradients are read (as a user printing them would); ``keep`` collects every loss tensor."""
+    gradients are read (as a user printing them would); ``keep`` collects every loss tensor, and
+    ``records`` the parameters each loss was computed with (``record``)."""
     rng = np.random.default_rng(7)
     x, y = T.tensor(np.ones(5, np.float32)), T.tensor(np.zeros(3, np.float32))
     w = T.tensor(rng.standard_normal((5, 3)).astype(np.float32), requires_grad=True)
@@ -144,6 +199,8 @@ def _seed_loop(T, steps, reads=(), keep=None):
             seen.append((loss.item(), w.grad.numpy().copy(), b.grad.numpy().copy()))
         if keep is not None:
             keep.append(loss)
+        if records is not None:
+            record(T, records, step, w, b)
         with T.no_grad():
             w -= 0.1 * w.grad
             b -= 0.1 * b.grad
@@ -155,9 +212,10 @@ def _seed_loop(T, steps, reads=(), keep=None):
 def test_the_seed_loop_runs_in_chains_and_ends_where_pytorch_does(torch):
     steps = 200
     chains = deferred.stats.chains_run
-    _, w, b = _seed_loop(symgrad, steps)
+    _, w, b = _seed_loop(symgrad, steps, records=(records := {}))
     assert deferred.stats.chains_run - chains <= steps // deferred.MAX_CHAIN + 2
-    _, tw, tb = _seed_loop(torch, steps)
+    _, tw, tb = _seed_loop(torch, steps, records=(expected := {}))
+    assert_same_steps(records, expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(w, tw, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(b, tb, rtol=1e-4, atol=1e-5)
 
@@ -222,12 +280,13 @@ def test_a_deferred_loop_leaves_nothing_for_the_cycle_collector():
 def test_a_program_read_after_every_call_is_tried_ever_less_often():
     step = Step()
     a, b = jnp.float32(0.5), jnp.float32(0.25)
-    deferred_calls = 0
+    deferred_calls, seen = 0, []
     for _ in range(2000):
         a, b = deferred.call(step, [a, b])
         if isinstance(a, deferred.Pending):
             deferred_calls += 1
         a = deferred.value(a)  # read every step
-    np.testing.assert_allclose(float(a), _by_hand(0.5, 0.25, 2000)[0], **F32)
+        seen.append((a, deferred.value(b)))  # b came out with a: reading it runs nothing
+    np.testing.assert_allclose(seen, _by_hand_steps(0.5, 0.25, 2000)[1:], **F32)
     assert deferred_calls <= 8  # waits 8, 16, ..., 1024 calls between tries
     assert step.wait == deferred.MAX_WAIT

@@ -2,9 +2,11 @@
 
 ``emit(program)`` (rerolled: repeated runs printed once as a ``jax.lax.scan``) must compute
 exactly what ``emit(program, reroll=False)`` computes.  Every program here is run both ways on
-the same float64 inputs (``both_ways``, mostly under ``jax.disable_jit()`` to stay fast) and,
-where the program comes from torch-style code, symgrad's own ``.backward()`` / ``.item()`` /
-``value_and_grad`` are compared with real PyTorch on the same inputs.
+the same float64 inputs (``both_ways``, mostly under ``jax.disable_jit()`` to stay fast).  Both
+ways share the symbolic gradient, so every program is also checked against an independent
+reference: where it comes from torch-style code, real PyTorch on the same inputs (the program's
+loss and gradients, ``backward_against_torch``, or symgrad's own ``.backward()`` / ``.item()`` /
+``value_and_grad``), and where it is built by hand, a closed form.
 
 The scenarios try what a loop finder can get wrong: several carries that trade places,
 carries of other shapes and dtypes, broadcasting, structural ops and integer or boolean values
@@ -27,7 +29,8 @@ import pytest
 import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_reroll import backward_both_ways, both_ways, chain_against_torch
+from test_reroll import (assert_backward_matches, backward_against_torch, backward_both_ways, both_ways,
+                         chain_against_torch)
 
 import symgrad
 from codegen.emit import emit, live_assignments
@@ -192,12 +195,16 @@ def test_zero_dimensional_carries(real):
     parity(zero_d_chain, uniform(16, (), ()), real, min_scans=2)
 
 
-def test_empty_tensors_in_a_loop():
-    x = symgrad.tensor(np.zeros((0, 3)), requires_grad=True)
-    h = x
-    for _ in range(8):
-        h = symgrad.sin(h) * h + 0.5
-    backward_both_ways(h.sum(), jit=False)
+def test_empty_tensors_in_a_loop(real):
+    """An empty carry beside a non-empty one, each reading the other every step: the empty one's
+    sum over its rows is zeros, and the other broadcast against it stays empty."""
+    def fn(T, e, h):
+        for _ in range(8):
+            h = T.sin(h) * h + 0.5 + e.sum(0)
+            e = T.sin(e) * e + h
+        return e.sum() + (h * h).sum()
+    source = backward_against_torch(real, fn, [np.zeros((0, 3)), *uniform(18, 3)], jit=False)
+    assert scans(source) >= 2
 
 
 def test_float32_chain_against_torch(real):
@@ -267,14 +274,16 @@ def test_indexing_inside_the_body(real):
     parity(indexed_body, uniform(28, (3, 4), 4), real, min_scans=2)
 
 
-def test_float16_carries():
-    x = symgrad.tensor(np.linspace(-1, 1, 6).astype(np.float16))
-    w = symgrad.tensor(np.linspace(0.5, 1, 6).astype(np.float16))
-    h = x
-    for _ in range(20):
-        h = symgrad.sin(h) * w + h * 0.25
-    source, (value,) = value_both_ways(h, jit=True)
+def test_float16_carries(real):
+    def fn(T):
+        w = T.tensor(np.linspace(0.5, 1, 6).astype(np.float16))
+        h = T.tensor(np.linspace(-1, 1, 6).astype(np.float16))
+        for _ in range(20):
+            h = T.sin(h) * w + h * 0.25
+        return h
+    source, (value,) = value_both_ways(fn(symgrad), jit=True)
     assert scans(source) == 1 and np.asarray(value).dtype == np.float16
+    close(value, fn(real).numpy(), rtol=1e-3, atol=1e-5)  # one float16 step apart at most (2 ** -10)
 
 
 def switching_weights(T, h, w1, w2):
@@ -301,13 +310,14 @@ def test_carries_that_trade_roles_mid_run(real):
 
 @settings(max_examples=20, deadline=None)
 @given(choices=st.lists(st.integers(0, 2), min_size=MIN_STEPS + 1, max_size=30), seed=st.integers(0, 999))
-def test_random_wiring_of_one_op(choices, seed):
+def test_random_wiring_of_one_op(real, choices, seed):
     """One op every step (one signature for the whole run); which of three weights of the same
     type each step reads is random, so only the step-by-step check can tell the steps apart."""
-    h, *ws = (symgrad.tensor(a, requires_grad=True) for a in uniform(seed, 3, 3, 3, 3))
-    for c in choices:
-        h = symgrad.sin(h) * ws[c] + 0.25
-    backward_both_ways(h.sum(), jit=False)
+    def fn(T, h, *ws):
+        for c in choices:
+            h = T.sin(h) * ws[c] + 0.25
+        return h.sum()
+    backward_against_torch(real, fn, uniform(seed, 3, 3, 3, 3), jit=False)
 
 
 def fibonacci(T, a, b, w):
@@ -360,20 +370,22 @@ def test_sliding_window_over_an_earlier_loop(real):
 @given(pattern=st.lists(st.integers(0, 3), min_size=1, max_size=3), repeats=st.integers(MIN_STEPS, 9),
        glitches=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3)), max_size=3),
        seed=st.integers(0, 2**31 - 1))
-def test_random_schedules_of_ops(pattern, repeats, glitches, seed):
+def test_random_schedules_of_ops(real, pattern, repeats, glitches, seed):
     """A periodic schedule of ops with a few steps replaced by another op."""
-    ops = [lambda h, w: symgrad.sin(h) * w, lambda h, w: h * 0.5 + w,
-           lambda h, w: symgrad.tanh(h + w) * 0.9, lambda h, w: h * h * 0.5 - w * 0.25]
+    ops = [lambda T, h, w: T.sin(h) * w, lambda T, h, w: h * 0.5 + w,
+           lambda T, h, w: T.tanh(h + w) * 0.9, lambda T, h, w: h * h * 0.5 - w * 0.25]
     steps = pattern * repeats
     for position, op in glitches:
         if position < len(steps):
             steps[position] = op
-    h, w = (symgrad.tensor(a, requires_grad=True) for a in uniform(seed % 1000, 3, 3, scale=0.8))
-    hs = []
-    for op in steps:
-        h = ops[op](h, w)
-        hs.append(h)
-    backward_both_ways(h.sum() + hs[len(hs) // 2].sum(), jit=False)
+
+    def fn(T, h, w):
+        hs = []
+        for op in steps:
+            h = ops[op](T, h, w)
+            hs.append(h)
+        return h.sum() + hs[len(hs) // 2].sum()
+    backward_against_torch(real, fn, uniform(seed % 1000, 3, 3, scale=0.8), jit=False)
 
 
 # ----------------------------------------------------------------- reads of loop values
@@ -659,17 +671,25 @@ def test_a_2000_step_chain_is_fast_and_matches_torch(real):
     close(x.grad.numpy(), t.grad.numpy(), rtol=1e-8)
 
 
-def test_many_short_loops():
-    """150 runs of 6 steps, the op's constant changing from run to run (so nothing repeats at a
-    longer period): find_loops and emit stay fast, every forward run becomes a loop, and the
-    150-odd scans compute what the unrolled program computes."""
-    x = symgrad.tensor(np.linspace(-1, 1, 3), requires_grad=True)
+def short_loops(T, x):
+    """150 runs of 6 steps h = f(h) * c + h * (1 - c), f sin or tanh, c changing from run to run.
+    Each step takes h nearly to itself, so h and its gradient still depend on x after the 900 steps
+    (with h = sin(h) * c, say, h forgets x and its gradient is 0)."""
     h = x
     for segment in range(150):
         c = 0.5 + segment / 1000
         for _ in range(MIN_STEPS + 2):
-            h = symgrad.sin(h) * c if segment % 2 else symgrad.tanh(h) + c
-    plan = BackwardPlan(h.sum()._node, None)
+            h = (T.sin(h) if segment % 2 else T.tanh(h)) * c + h * (1 - c)
+    return h.sum()
+
+
+def test_many_short_loops(real):
+    """150 runs (``short_loops``), nothing repeating at a longer period: find_loops and emit stay
+    fast, every forward run becomes a loop, and the 150-odd scans compute what the unrolled program
+    and PyTorch compute."""
+    x0 = np.linspace(-1, 1, 3)
+    x = symgrad.tensor(x0, requires_grad=True)
+    plan = BackwardPlan(short_loops(symgrad, x)._node, None)
     program = plan.program()
     kept = live_assignments(program)
     start = time.perf_counter()
@@ -680,51 +700,62 @@ def test_many_short_loops():
     source = emit(program)
     assert time.perf_counter() - start < 5.0
     assert scans(source) == len(loops)
-    both_ways(program, plan.walk.inputs, jit=False)
+    _, results = both_ways(program, plan.walk.inputs, jit=False)
+    t = real.tensor(x0, requires_grad=True)
+    reference = short_loops(real, t)
+    reference.backward()
+    assert_backward_matches(plan, results, [x], reference, [t])
 
 
-def vector_rnn(depth, seed=48):
-    rng = np.random.default_rng(seed)
-    w = symgrad.tensor(rng.normal(size=4), requires_grad=True)
-    h = symgrad.tensor(rng.normal(size=4))
-    for _ in range(depth):
-        h = symgrad.sin(h) * w + 0.5
-    return h.sum(), w  # the caller keeps w alive: .grad is only computed for live tensors
+VECTOR_RNN_WEIGHT, VECTOR_RNN_START = np.random.default_rng(48).normal(size=(2, 4))
 
 
-def test_elementwise_weight_gradient_is_correct():
+def vector_rnn(depth):
+    """``fn(T, w)``: ``depth`` steps h = sin(h) * w + 0.5 from a fixed start, summed."""
+    def fn(T, w):
+        h = T.tensor(VECTOR_RNN_START)
+        for _ in range(depth):
+            h = T.sin(h) * w + 0.5
+        return h.sum()
+    return fn
+
+
+def test_elementwise_weight_gradient_is_correct(real):
     for depth in (6, 40):
-        loss, _alive = vector_rnn(depth)
-        source, _ = backward_both_ways(loss, jit=False)
+        source = backward_against_torch(real, vector_rnn(depth), [VECTOR_RNN_WEIGHT], jit=False)
         assert "w.grad" in source and scans(source) >= (2 if depth > 10 else 1)
 
 
 # Found at c185993 (the sum of products g_k*sin_k was printed term by term, ~2 lines per step); fixed in 7d97a5e.
 def test_source_of_an_elementwise_weight_gradient_does_not_grow():
-    assert len(set(source_lines(vector_rnn, (30, 300)))) == 1
+    assert len(set(source_lines(vector_rnn, [VECTOR_RNN_WEIGHT], (30, 300)))) == 1
 
 
-def source_lines(build, depths):
-    """Lines of the backward program's source for ``build(depth)`` (loss, tensors to keep alive)."""
+def source_lines(build, arrays, depths):
+    """Lines of the backward program's source for ``build(depth)(symgrad, *leaves)``, the leaves
+    made of ``arrays``, requiring grad."""
     sizes = []
     for depth in depths:
-        loss, _alive = build(depth)
-        sizes.append(len(emit(BackwardPlan(loss._node, None).program()).splitlines()))
+        leaves = [symgrad.tensor(a, requires_grad=True) for a in arrays]  # kept alive: .grad targets
+        sizes.append(len(emit(BackwardPlan(build(depth)(symgrad, *leaves)._node, None).program()).splitlines()))
     return sizes
 
 
+SECOND_ORDER_STARTS = np.random.default_rng(49).uniform(-1, 1, (2, 4))
+
+
 def second_order(depth):
-    rng = np.random.default_rng(49)
-    leaves = a, b = [symgrad.tensor(v, requires_grad=True) for v in rng.uniform(-1, 1, (2, 4))]
-    for _ in range(depth):
-        a, b = b, a * 0.5 + symgrad.sin(b)  # (with sin(b) + a * 0.5 both loops are found)
-    return b.sum(), leaves
+    """``fn(T, a, b)``: ``depth`` steps of a, b = b, a * 0.5 + sin(b); b summed."""
+    def fn(T, a, b):
+        for _ in range(depth):
+            a, b = b, a * 0.5 + T.sin(b)  # (with sin(b) + a * 0.5 both loops are found)
+        return b.sum()
+    return fn
 
 
-def test_second_order_recurrence_gradient_is_correct():
+def test_second_order_recurrence_gradient_is_correct(real):
     for depth in (7, 30):
-        loss, _alive = second_order(depth)
-        source, _ = backward_both_ways(loss, jit=False)
+        source = backward_against_torch(real, second_order(depth), list(SECOND_ORDER_STARTS), jit=False)
         assert "w.grad, w_1.grad" in source
 
 
@@ -734,7 +765,7 @@ def test_second_order_recurrence_gradient_is_correct():
     "two steps back (carries reach one step), and period 2 would read the period-1 forward loop with a "
     "stride of 2, which _stride (one iteration forward or back) cannot express; the source grows with depth"))
 def test_source_of_a_second_order_recurrence_gradient_does_not_grow():
-    assert len(set(source_lines(second_order, (30, 300)))) == 1
+    assert len(set(source_lines(second_order, list(SECOND_ORDER_STARTS), (30, 300)))) == 1
 
 
 # Found in review (X[t] with t moving on was not a loop: no two steps had the same signature); fixed:
@@ -863,12 +894,24 @@ def _loop_then_add(dtype, n=10, declared_shape=(3,), declared_dtype=None):
     return program
 
 
+def _loop_then_add_by_hand(a, step, n=10):
+    """``_loop_then_add``'s outputs in NumPy: (a_5 + a_6 + a_7, a_n) for a_k = step(a_{k-1})."""
+    As = [a]
+    for _ in range(n):
+        As.append(step(As[-1]))
+    return As[5] + As[6] + As[7], As[-1]
+
+
 # Found at c185993 (jnp.sum of an int32 stack gave int64, no cast printed); fixed in 7d97a5e.
 def test_int32_add_of_loop_steps_keeps_its_dtype():
     program = _loop_then_add("int32")
     assert "jnp.sum(" in emit(program)
-    _, (total, _) = both_ways(program, [np.array([1, 2**24, -2**24], np.int32)], jit=False)  # wraps in int32
+    a0 = np.array([1, 2**24, -2**24], np.int32)
+    _, (total, a) = both_ways(program, [a0], jit=False)  # wraps in int32
     assert np.asarray(total).dtype == np.int32
+    expected_total, expected_a = _loop_then_add_by_hand(a0, lambda a: a * np.int32(2) + np.int32(1))
+    assert expected_total.dtype == np.int32 and (np.asarray(total) == expected_total).all()
+    assert (np.asarray(a) == expected_a).all()
 
 
 # Found at c185993 (the total took the Add's declared dtype/shape, so no cast or broadcast was printed);
@@ -877,9 +920,13 @@ def test_int32_add_of_loop_steps_keeps_its_dtype():
 def test_add_of_loop_steps_declared_wider_than_its_terms(declared):
     shape, dtype = declared
     program = _loop_then_add("float64", declared_shape=shape, declared_dtype=dtype)
-    source, (total, _) = both_ways(program, [np.array([0.1, 0.2, 0.3])], jit=False)
+    a0 = np.array([0.1, 0.2, 0.3])
+    source, (total, a) = both_ways(program, [a0], jit=False)
     assert "jnp.sum(" in source
     assert np.asarray(total).dtype == np.dtype(dtype) and np.asarray(total).shape == shape
+    expected_total, expected_a = _loop_then_add_by_hand(a0, lambda a: np.sin(a) * 1.5 + 0.25)
+    close(total, np.broadcast_to(expected_total.astype(dtype), shape), rtol=1e-6 if dtype == "float32" else 1e-12)
+    close(a, expected_a, rtol=1e-12)
 
 
 # Found in review (split terms were typed int32 and truncated the halves); fixed: terms take the float sum's dtype.
@@ -899,13 +946,21 @@ def test_sum_of_scaled_integer_steps():
 
 # Found at c185993 (the body was `def loop_N(carry, xs)`, shadowing inputs named so); fixed in 7d97a5e.
 @pytest.mark.parametrize("name", ["xs", "carry"])
-def test_input_names_that_the_scan_body_uses(name):
+def test_input_names_that_the_scan_body_uses(real, name):
     rng = np.random.default_rng(51)
-    W = symgrad.tensor(rng.normal(size=(3, 3)) * 0.5, requires_grad=True)
-    h = symgrad.tensor(rng.normal(size=3))
-    for _ in range(8):
-        h = symgrad.tanh(h @ W)
-    plan = BackwardPlan(h.sum()._node, None)
+    W0, h0 = rng.normal(size=(3, 3)) * 0.5, rng.normal(size=3)
+
+    def fn(T, W):
+        h = T.tensor(h0)
+        for _ in range(8):
+            h = T.tanh(h @ W)
+        return h.sum()
+    W = symgrad.tensor(W0, requires_grad=True)
+    plan = BackwardPlan(fn(symgrad, W)._node, None)
     program = plan.program({id(W._node): name})
     assert f"def forward_backward({name}" in emit(program, reroll=False)
-    both_ways(program, plan.walk.inputs, jit=False)
+    _, results = both_ways(program, plan.walk.inputs, jit=False)
+    tW = real.tensor(W0, requires_grad=True)
+    reference = fn(real, tW)
+    reference.backward()
+    assert_backward_matches(plan, results, [W], reference, [tW])
