@@ -22,7 +22,7 @@ ELEMENTWISE = {
     "floor": "jnp.floor", "ceil": "jnp.ceil", "rint": "jnp.round", "trunc": "jnp.trunc",
     "isnan": "jnp.isnan", "isinf": "jnp.isinf", "isfinite": "jnp.isfinite", "logical_not": "jnp.logical_not",
     "logical_and": "jnp.logical_and", "logical_or": "jnp.logical_or", "logical_xor": "jnp.logical_xor",
-    "remainder": "jnp.remainder", "floor_divide": "jnp.floor_divide", "clamp": "jnp.clip",
+    "remainder": "jnp.remainder", "maximum": "jnp.maximum", "minimum": "jnp.minimum", "floor_divide": "jnp.floor_divide", "clamp": "jnp.clip",
 }
 
 DTYPES = {"float16": "jnp.float16", "float32": "jnp.float32", "float64": "jnp.float64",
@@ -62,6 +62,11 @@ class JaxPrinter(StrPrinter):
     def _print_NaN(self, expr):
         return "jnp.nan"
 
+    def _print_Mul(self, expr):
+        if expr.args[0] is sp.nan:  # StrPrinter asks whether the coefficient is negative
+            return "*".join(self.parenthesize(a, PRECEDENCE["Mul"], strict=False) for a in expr.args)
+        return super()._print_Mul(expr)
+
     def _print_Pi(self, expr):  # erf's derivative has sqrt(pi)
         return "jnp.pi"
 
@@ -76,7 +81,7 @@ class JaxPrinter(StrPrinter):
             return f"(1/jnp.sqrt({self._print(base)}))"
         if exponent == -1:
             return f"(1/{self.parenthesize(base, PRECEDENCE['Mul'], strict=True)})"
-        if exponent.is_Number and exponent < 0:
+        if exponent.is_Number and exponent.is_extended_negative:  # not NaN
             positive = sp.Pow(base, -exponent, evaluate=False)
             return f"(1/{self.parenthesize(positive, PRECEDENCE['Mul'])})"
         if exponent.is_Integer:
@@ -160,7 +165,9 @@ class JaxPrinter(StrPrinter):
         return self._comparison(expr, "!=")
 
     def _print_select(self, expr):
-        return f"jnp.where({', '.join(self._print(a) for a in expr.args)})"
+        condition, *branches = expr.args
+        test = self._comparison(condition, "==") if isinstance(condition, F.equal) else self._print(condition)
+        return f"jnp.where({', '.join([test, *map(self._print, branches)])})"
 
     # structural primitives
     def _print_Concatenate(self, expr):
@@ -171,7 +178,7 @@ class JaxPrinter(StrPrinter):
         return f"jnp.matmul({self._print(expr.args[0])}, {self._print(expr.args[1])})"
 
     def _reduction(self, fn, expr):
-        x, axes, keepdim = expr.args
+        x, axes, keepdim = expr.args[:3]
         return f"{fn}({self._print(x)}, axis={_axes(axes)}, keepdims={bool(keepdim)})"
 
     def _print_ReduceSum(self, expr):
@@ -179,6 +186,9 @@ class JaxPrinter(StrPrinter):
 
     def _print_ReduceMax(self, expr):
         return self._reduction("jnp.max", expr)
+
+    def _print_ReduceMin(self, expr):
+        return self._reduction("jnp.min", expr)
 
     def _print_LogSumExp(self, expr):
         return self._reduction("jax.nn.logsumexp", expr)
@@ -234,6 +244,21 @@ def to_jax(expr) -> str:
     return _printer.doprint(expr)
 
 
+_BOOLEAN_HEADS = frozenset({"greater", "greater_equal", "less", "less_equal", "not_equal", "isnan", "isinf",
+                            "isfinite", "logical_not", "logical_and", "logical_or", "logical_xor"})
+
+
+def _typed_by_a_symbol(expr) -> bool:
+    """Whether JAX takes the value's dtype from an array symbol in it, not from Python numbers
+    alone (``jnp.where(x > 0, 1, 0)``, clamp's derivative, is an integer array)."""
+    if isinstance(expr, sp.Symbol):
+        return True
+    name = type(expr).__name__
+    if expr.is_Number or name in _BOOLEAN_HEADS:
+        return False
+    return any(_typed_by_a_symbol(a) for a in (expr.args[1:] if name == "select" else expr.args))
+
+
 def value_text(program, expr, shape, dtype) -> str:
     """The source of an assignment's value in ``program``: ``to_jax`` plus what the declared
     shape and dtype need (numbers standing for arrays become ``jnp.full``, smaller results are
@@ -245,7 +270,8 @@ def value_text(program, expr, shape, dtype) -> str:
         if program.dtypes[expr] != dtype:  # a gradient that is an integer input, say
             text = f"jnp.asarray({text}, dtype={DTYPES[dtype]})"
     elif not isinstance(expr, F.Structural) and (
-            dtype == "bool" or any(program.dtypes[s] != dtype for s in expr.free_symbols)):
+            dtype == "bool" or any(program.dtypes[s] != dtype for s in expr.free_symbols)
+            or not _typed_by_a_symbol(expr)):
         text = f"jnp.asarray({text}, dtype={DTYPES[dtype]})"
     if program.shape_of(expr) != tuple(shape):
         text = f"jnp.broadcast_to({text}, {tuple(shape)!r})"

@@ -66,15 +66,28 @@ def _vjp(program, sym, expr, g, needs):
     out_shape = program.shapes[sym]
     result = []
     for arg in sorted(expr.free_symbols & needs, key=lambda s: s.name):
+        if getattr(type(expr), "zero_gradient", False):  # PyTorch's zeros: a NaN cotangent stops here
+            result.append((arg, sp.S.Zero))
+            continue
         derivative = _derivative(expr, arg)
         with sp.evaluate(False):  # rebuilding must not fold x*x**-2 into 1/x (IEEE, symgrad.ir.ieee)
             derivative = derivative.xreplace({expr: sym})
-        contribution = ieee.mul(g, derivative)
+        contribution = _chain(g, derivative)
         if program.shapes[arg] != out_shape:  # arg was broadcast: sum the cotangent back
             contribution = program.materialize(contribution, out_shape, program.dtypes[sym])
             contribution = program.sum_to(contribution, program.shapes[arg])
         result.append((arg, contribution))
     return result
+
+
+def _chain(g, derivative):
+    """The cotangent times a derivative, as PyTorch's backward formulas take it: into each branch
+    of a select, where a branch that does not depend on the input gets exact zeros (``where``'s
+    backward; relu's, clamp's), even where the cotangent is NaN or infinite."""
+    if isinstance(derivative, select):
+        condition, a, b = derivative.args
+        return select(condition, *(sp.S.Zero if d == 0 else _chain(g, d) for d in (a, b)))
+    return ieee.mul(g, derivative)
 
 
 def _derivative(expr, x):

@@ -205,6 +205,13 @@ def lazy_leaf(source: Node, requires_grad: bool = False) -> Node:
     return Node(LEAF, (source,), (), source.shape, source.dtype, requires_grad)
 
 
+def priority(node) -> int:
+    """PyTorch's promotion priority: 0 for a Python number, 1 for a 0-dim tensor, 2 otherwise."""
+    if not node.shape:
+        return 0 if node.op is CONST else 1
+    return 2
+
+
 _filled: dict = {}  # constant node -> the pending leaf filled with it
 _constants: dict = {}
 

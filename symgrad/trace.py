@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import sympy as sp
 
+from symgrad import dtypes
 from symgrad.autodiff import reverse_mode
 from symgrad.ir import Program
-from symgrad.nodes import CONST, LEAF, is_zero_fill, owners_of
+from symgrad.nodes import CONST, LEAF, is_zero_fill, owners_of, priority
 
 
 class Walk:
@@ -79,13 +80,15 @@ class Walk:
         for position, node in enumerate(self.order):
             entry = self.entries[position]
             if self.floats_as_inputs and is_float_scalar(node):
-                floats.append(program.input((), node.dtype.name, "c"))
+                floats.append(program.input((), "float64", "c"))  # a Python float is a double
                 exprs.append(floats[-1])
             elif entry[0] is None:
                 hint = (names or {}).get(id(node)) or ("w" if node.requires_grad and node.op is LEAF else "x")
                 exprs.append(program.input(node.shape, node.dtype.name, hint))
             else:
                 args = [exprs[i] for i in entry[3]] if node.inputs else []
+                if floats:
+                    args = [_at_compute_dtype(program, a, node) if a in floats else a for a in args]
                 if not node.op.elementwise:  # a number or a scalar standing for an array becomes one
                     args = [a if a.is_Number and not i.shape else program.materialize(a, i.shape, i.dtype.name)
                             for a, i in zip(args, node.inputs)]
@@ -97,6 +100,15 @@ class Walk:
         if floats:
             program.inputs = [s for s in program.inputs if s not in floats] + floats
         return exprs
+
+
+def _at_compute_dtype(program: Program, number, consumer):
+    """A Python float taken as an input, cast as PyTorch casts it: to the dtype ``consumer``
+    computes in (float32 beside a float32 tensor, as a literal would be in JAX; exact in float64)."""
+    dtype = consumer.dtype
+    if not dtype.is_floating_point:
+        dtype = dtypes.promote([(i.dtype, priority(i)) for i in consumer.inputs])
+    return program.astype(number, dtype.name) if dtype.is_floating_point else number
 
 
 def is_float_scalar(node) -> bool:

@@ -330,3 +330,136 @@ def test_bce_with_logits_at_infinite_logits(torch):
     ours, theirs = _both(torch, run)
     for a, b in zip(ours, theirs):
         _same(a, b)
+
+
+def test_a_python_float_taken_as_an_input_keeps_its_precision(torch):
+    """Was: once a structure came back with other Python floats, the floats became float32
+    inputs, in float64 programs too (0.1 became 0.10000000149011612)."""
+    def run(T):
+        results = []
+        for scale in (0.1, 0.3, 0.7, 1.1):  # the third and later share one program taking the float
+            for dtype in (T.float64, T.float32):
+                x = T.tensor([1.0, 3.0], dtype=dtype, requires_grad=True)
+                y = (x * scale + scale).sum()
+                y.backward()
+                results.append((y.item(), x.grad.tolist(), str(y.dtype)))
+        return results
+
+    ours, theirs = _both(torch, run)
+    assert ours == theirs  # exactly: float64 sees the double, float32 its rounding, as in PyTorch
+
+
+@pytest.mark.parametrize("name", ["nan - x", "nan / x", "x ** nan", "nan ** x", "x * nan"])
+def test_a_python_nan_keeps_the_gradient_pytorch_gives(torch, name):
+    """Was: SymPy's NaN absorbed what it met (nan - x was nan with no x in it: gradient 0, where
+    PyTorch's is -1); x ** nan raised TypeError while printing."""
+    def run(T):
+        x = T.tensor(_f32([1.0, 2.0, -3.0]), requires_grad=True)
+        y = eval(name, {"x": x, "nan": NAN})
+        y.sum().backward()
+        return y.detach().numpy(), x.grad.numpy()
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        _same(a, b)
+
+
+def test_max_of_a_tensor_with_a_nan_sends_the_gradient_to_the_nan(torch):
+    """Was: max() took amax's rule (x == result is false everywhere at a NaN): NaN gradients.
+    PyTorch's max() writes g / count into the NaN entries and exact zeros elsewhere; amax(dim)
+    spreads its NaN over the slice."""
+    def run(T):
+        x = T.tensor(_f32([[1.0, NAN, 0.5], [2.0, 3.0, 3.0]]), requires_grad=True)
+        whole = x.max()
+        whole.backward()
+        y = T.tensor(_f32([[1.0, NAN, 0.5], [2.0, 3.0, 3.0]]), requires_grad=True)
+        rows = y.amax(1)
+        rows.sum().backward()
+        return whole.detach().numpy(), x.grad.numpy(), rows.detach().numpy(), y.grad.numpy()
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        _same(a, b)
+
+
+@pytest.mark.parametrize("name", ["floor", "ceil", "round", "trunc", "sign", "relu", "clamp"])
+def test_a_non_finite_cotangent_stops_where_pytorch_sends_zeros(torch, name):
+    """Was: floor's zero derivative, relu's and clamp's masks multiplied the cotangent, so
+    log(floor(0.25)) (a cotangent of 1/0) gave NaN where PyTorch's backward writes zeros."""
+    def run(T):
+        x = T.tensor(_f32([0.25, -0.5, 2.5, 0.0]), requires_grad=True)
+        y = {"relu": T.relu, "clamp": lambda t: T.clamp(t, min=0.0)}.get(name, getattr(T, name, None))(x)
+        z = T.log(y * y)
+        z.sum().backward()
+        return z.detach().numpy(), x.grad.numpy(), str(x.grad.numpy().dtype)
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours[:2], theirs[:2]):
+        _same(a, b)
+    assert ours[2] == theirs[2] == "float32"  # the array itself: clamp's was int64 (jnp.where(c, 1, 0))
+
+
+def test_nll_loss_keeps_other_classes_and_ignored_items_out(torch):
+    """Was: -one_hot * log p summed over classes: an inf or NaN in a class that is not the target
+    made the loss NaN; with every target ignored the gradient was NaN (PyTorch's 0, loss NaN)."""
+    def run(T):
+        logp = T.tensor(_f32([[-INF, -0.5, NAN], [-1.0, -2.0, -3.0]]), requires_grad=True)
+        target = T.tensor([1, 0])
+        loss = T.nn.functional.nll_loss(logp, target)
+        loss.backward()
+        ignored = T.tensor(_f32([[-1.0, -0.5], [-1.0, -2.0]]), requires_grad=True)
+        all_ignored = T.nn.functional.nll_loss(ignored, T.tensor([1, 0]), ignore_index=1) + \
+            T.nn.functional.nll_loss(ignored, T.tensor([-100, -100]))
+        all_ignored.backward()
+        return loss.detach().numpy(), logp.grad.numpy(), all_ignored.detach().numpy(), ignored.grad.numpy()
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        _same(a, b)
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum"])
+def test_maximum_and_minimum_gradients_at_ties_nan_and_infinity(torch, name):
+    """Was: SymPy's Max: Heaviside(a - b) is NaN at inf - inf, and Max(x, x) is x (PyTorch sends
+    two halves, or two wholes at a NaN)."""
+    def run(T):
+        a = T.tensor(_f32([1.0, NAN, INF, 2.0, -INF, 3.0]), requires_grad=True)
+        b = T.tensor(_f32([2.0, 1.0, INF, 2.0, -INF, NAN]), requires_grad=True)
+        y = getattr(T, name)(a, b) + getattr(T, name)(a, a)
+        (y * T.tensor(_f32([1, 2, 3, 4, 5, 6]))).sum().backward()
+        return y.detach().numpy(), a.grad.numpy(), b.grad.numpy()
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        _same(a, b)
+
+
+def test_ellipsis_of_a_0d_tensor(torch):
+    """Was: x[...] of a 0-d tensor printed ``w[]``: a SyntaxError when its value was computed."""
+    def run(T):
+        x = T.tensor(2.0, requires_grad=True)
+        y = x[...] * 3
+        y.backward()
+        return y.item(), x.grad.item(), type(x[...].grad_fn).__name__
+
+    ours, theirs = _both(torch, run)
+    assert ours == theirs == (6.0, 3.0, "AliasBackward0")
+
+
+def test_constants_divided_by_a_zero_constant(torch):
+    """Was: x.fill_(0.0); x.div_(x) raised ZeroDivisionError (SymPy's 0.0 / 0.0)."""
+    def run(T):
+        out = []
+        for zero in (0.0, -0.0):
+            x = T.tensor([-1.5, 2.0])
+            x.fill_(zero)
+            y = T.ones(2)
+            y.div_(x)
+            x.div_(x)
+            out += [x.numpy(), y.numpy()]
+        return out
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        _same(a, b)
+        assert np.array_equal(np.signbit(a), np.signbit(b))

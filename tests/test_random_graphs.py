@@ -93,8 +93,6 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
                              _tagged("a slice that keeps its dim")),
     # missing or different API
     "indexed assignment": ("x[i] = v raises NotImplementedError", _tagged("inplace:setitem")),
-    "x[...] of a 0-d tensor": ("x[...] of a 0-d tensor emits invalid JAX: SyntaxError when its value is computed",
-                               _tagged("x[...] of a 0-d tensor")),
     "mT below 2-D": ("x.mT raises IndexError for 0-d (PyTorch: x) and 1-D (PyTorch: RuntimeError)",
                      _tagged("mT@0d", "mT@1d")),
     "permute() of a 0-d tensor": ("x.permute() is accepted; PyTorch raises TypeError", _tagged("permute@0d")),
@@ -107,20 +105,7 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
                                   _tagged("clamp@numbers and tensors")),
     "softmax of a bool tensor": ("log_softmax of an empty bool tensor raises NotImplementedError; PyTorch's is empty",
                                  _accepted("softmax@bool", "log_softmax@bool")),
-    "logsumexp of a bool tensor": ("logsumexp of a bool tensor raises RuntimeError; PyTorch computes it",
-                                   _accepted("logsumexp@bool")),
-    "sign of a bool tensor": ("sign(bool tensor) fails when computed (TypeError from jnp); PyTorch's is the tensor",
-                              _accepted("sign@bool")),
     # errors PyTorch raises and symgrad does not
-    "ops PyTorch refuses on bool": ("abs/trunc/frac/- of bool, gelu of int64, x ** bool's backward: PyTorch raises",
-                                    lambda p: _raised("with a bool tensor is not supported")(p) or _refused(
-                                        *(f"{n}@{k}" for n in ELEMENTWISE for k in ("bool", "int")))(p)),
-    "BCE checks": ("binary_cross_entropy with values outside [0, 1] or a target of another dtype: PyTorch raises",
-                   _raised("should be between 0 and 1", "Found dtype")),
-    "argument checks": ("celu(x, 0.0) and hardtanh(x, 1.0, -1.0) are computed; PyTorch raises",
-                        _raised("alpha cannot be", "min_val cannot be greater")),
-    "lerp of two dtypes": ("lerp(float64, float32, w) is computed; PyTorch raises RuntimeError",
-                           _raised("expected dtype")),
     "addcdiv of a bool tensor": ("addcdiv with a bool operand: False * -inf is 0 (PyTorch: NaN); PyTorch's backward "
                                  "raises", _tagged("addcdiv@bool", "addcmul@bool")),
     "PyTorch's clamp backward with broadcast bounds": ("clamp(x, lo, hi) broadcasting x up: PyTorch's backward "
@@ -131,28 +116,6 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
     "denormals flushed to zero": ("XLA on CPU flushes denormals: 1e-40 is 0 in float32, sign(1e-40) is 0",
                                   lambda p: "denormal input" in p.flags or (
                                       "denormal scalar" in p.flags and p.precision == "float32")),
-    "float scalars become float32": ("a Python float that comes back with other values becomes a float32 input, in "
-                                     "float64 programs too", lambda p: "scalar inexact in float32" in p.flags
-                                     and "float64" in p.text),
-    "NaN scalar folded": ("a Python nan: nan - x and nan / x lose their gradient; x ** nan raises TypeError",
-                          lambda p: "nan scalar" in p.flags),
-    "0-d fill_ then div_ by itself": ("x = tensor(-1.5); x.fill_(0.0); x.div_(x): ZeroDivisionError when read",
-                                      _tagged("in-place division of a filled 0-d tensor")),
-    "max gradient at NaN": ("x.max() of [1, nan, 0.5]: PyTorch's gradient goes to the nan, symgrad's to none",
-                            _tagged("max@nan", "amax@nan")),
-    "maximum gradient at NaN or infinity": ("maximum(x, nan) and maximum(inf, inf): gradient NaN, PyTorch's 1 or "
-                                            "halves", _tagged(*(f"{n}@{v}" for n in ("maximum", "minimum")
-                                                                for v in ("nan", "inf")))),
-    "amax gradient of a non-finite gradient": ("a NaN gradient into amax reaches the max only; PyTorch's reaches all",
-                                               lambda p: any(_after("non-finite gradient", t)(p) for t in (
-                                                   "reduce:amax", "reduce:max", "op:max"))),
-    "rounding ops pass non-finite gradients": ("log(floor(0.25)): floor's gradient is NaN; PyTorch's is zeros",
-                                               lambda p: any(_after("non-finite gradient", f"op:{n}")(p)
-                                                             for n in ROUNDING)),
-    "nll_loss of a non-finite class": ("nll_loss with inf or NaN in a class that is not the target is NaN",
-                                       _tagged("nll_loss@nan", "nll_loss@inf")),
-    "nll_loss with every target ignored": ("nll_loss(mean) with every target ignored: gradient NaN, PyTorch's 0",
-                                           _tagged("nll_loss with every target ignored")),
     "gelu at infinity": ("gelu(inf) is inf; PyTorch's is NaN", _tagged("gelu@inf")),
     "elu with an infinite alpha": ("elu(-0.0, alpha=-inf) is NaN; PyTorch's is -0.0",
                                    lambda p: any("op:elu" in t and "inf" in line for t, line in zip(p.tags, p.lines))),
@@ -495,8 +458,11 @@ class Program:
 
     @property
     def precision(self) -> str:
-        """The least precise float dtype in the program: the rounding its results carry."""
-        return "float32" if any("float32" in line for line in self.lines) else "float64"
+        """The least precise float dtype in the program: the rounding its results carry (tan of a
+        bool tensor is float32 in a program that names only float64)."""
+        float32 = any("float32" in line for line in self.lines) or any(
+            getattr(t, "dtype", None) == self.torch.float32 for t in self.ns.values())
+        return "float32" if float32 else "float64"
 
     @property
     def text(self) -> str:
@@ -995,8 +961,9 @@ def compare_tensor(label, ours, theirs, exact, jittered, precision, scale=0.0):
     if not isinstance(ours, symgrad.Tensor):
         return [f"{label}: symgrad has {type(ours).__name__}, PyTorch a tensor"]
     o, t = _array(ours), _array(theirs)
-    if o.shape != t.shape or _dtype_name(ours) != _dtype_name(theirs):
-        return [f"{label}: symgrad {_dtype_name(ours)}{list(o.shape)}, PyTorch {_dtype_name(theirs)}{list(t.shape)}"]
+    if o.shape != t.shape or _dtype_name(ours) != _dtype_name(theirs) or o.dtype != t.dtype:  # and the array's own
+        return [f"{label}: symgrad {_dtype_name(ours)}{list(o.shape)} (an array of {o.dtype}), "
+                f"PyTorch {_dtype_name(theirs)}{list(t.shape)}"]
     if t.dtype.kind != "f":
         bad = o != t
     else:

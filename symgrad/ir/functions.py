@@ -18,6 +18,8 @@ import math
 import numpy as np
 import sympy as sp
 
+from symgrad.ir import ieee
+
 
 # --------------------------------------------------------------------------- elementwise
 
@@ -184,7 +186,7 @@ def _flat(name: str, numeric, nargs: int = 1, doc: str = ""):
     """A head whose derivative is zero wherever it is defined (PyTorch's subgradient at its jumps):
     rounding, signs, tests and logic.  ``numeric`` folds constants (NumPy's, so NaN folds too)."""
     return type(name, (_RealFunction,), {"nargs": nargs, "numeric": staticmethod(numeric), "__doc__": doc,
-                                         "fdiff": lambda self, argindex=1: sp.S.Zero})
+                                         "fdiff": lambda self, argindex=1: sp.S.Zero, "zero_gradient": True})
 
 
 floor = _flat("floor", np.floor)
@@ -233,6 +235,27 @@ class clamp(_RealFunction):
         return select(logical_or(greater(x, hi), less(hi, lo)), sp.S.One, sp.S.Zero)
 
 
+class maximum(_RealFunction):
+    """The larger of a and b, NaN if either is, with PyTorch's gradients: all to the larger, half
+    to each at a tie (inf and inf too), all to both at a NaN, where every comparison is false.
+    Not SymPy's Max, which merges equal arguments: maximum(x, x) sends x two halves."""
+
+    nargs = 2
+    numeric = staticmethod(np.maximum)
+    loses = staticmethod(lambda a, b: less(a, b))
+
+    def fdiff(self, argindex=1):
+        a, b = self.args if argindex == 1 else reversed(self.args)
+        return select(self.loses(a, b), sp.S.Zero, select(equal(a, b), sp.S.Half, sp.S.One))
+
+
+class minimum(maximum):
+    """The smaller of a and b, with maximum's rules mirrored."""
+
+    numeric = staticmethod(np.minimum)
+    loses = staticmethod(lambda a, b: greater(a, b))
+
+
 class hardtanh(_RealFunction):
     """``clip(x, lo, hi)`` whose derivative is 0 at and beyond the bounds and 1 elsewhere (NaN
     included), as PyTorch's hardtanh and relu6; the bounds are numbers."""
@@ -276,7 +299,7 @@ class hardswish(_RealFunction):
 ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, binary_cross_entropy, binary_cross_entropy_with_logits, step, relu, equal, greater, greater_equal, less,
                          less_equal, not_equal, select, floor, ceil, rint, trunc, sign, isnan, isinf, isfinite,
                          logical_not, logical_and, logical_or, logical_xor, floor_divide, remainder, clamp,
-                         hardtanh, hardswish, rerouted)
+                         maximum, minimum, hardtanh, hardswish, rerouted)
 
 
 # ---------------------------------------------------------------------------- structural
@@ -444,7 +467,13 @@ class Softmax(Structural):
 
 
 class ReduceMax(Structural):
-    """max over ``axes``; the gradient is shared evenly among tied maxima (as PyTorch)."""
+    """max over ``axes``, with PyTorch's two gradient rules.
+
+    ``amax``/``max(dim)`` values (``whole`` false): ``g * mask / count`` over the entries equal
+    to the result, so a NaN gradient or a NaN result reaches the whole slice.  ``max()`` of the
+    whole tensor (``whole`` true): ``g / count`` written into the entries equal to the result,
+    or NaN when the result is NaN, and exact zeros elsewhere.
+    """
 
     display = "max"
 
@@ -452,11 +481,23 @@ class ReduceMax(Structural):
         return reduced_shape(shape_of(self.args[0]), _ints(self.args[1]), bool(self.args[2]))
 
     def vjp(self, p, g, out):
-        x, axes, keepdim = self.args
+        x, axes, keepdim, whole = self.args
         axes, keepdim, sx = _ints(axes), bool(keepdim), p.shape_of(x)
-        mask = p.assign(equal(x, p.expand_reduced(out, sx, axes, keepdim)), sx, p.dtype_of(x), "argmax_mask")
-        count = p.reduce_sum(mask, axes, True)
-        return [(x, p.expand_reduced(g, sx, axes, keepdim) * mask / count)]
+        wide = p.expand_reduced(out, sx, axes, keepdim)
+        g = p.expand_reduced(g, sx, axes, keepdim)
+        if not whole:
+            mask = p.assign(equal(x, wide), sx, p.dtype_of(x), "argmax_mask")
+            share = g / p.reduce_sum(mask, axes, True)
+            share = p.assign(share, p.shape_of(share), p.dtype_of(x), "share")
+            # not share * mask: XLA rewrites a product with a cast comparison into a select, which
+            # drops the NaN that 0 * share is where the share is not finite
+            return [(x, select(mask, share, ieee.mul(sp.S.Zero, share)))]
+        mask = p.assign(select(isnan(wide), isnan(x), equal(x, wide)), sx, p.dtype_of(x), "argmax_mask")
+        return [(x, select(mask, g / p.reduce_sum(mask, axes, True), sp.S.Zero))]
+
+
+class ReduceMin(ReduceMax):
+    display = "min"
 
 
 class Reshape(Structural):
@@ -551,6 +592,8 @@ def index_text(spec) -> str:
             items.append(f"{start}:{stop}" + (f":{step}" if step != 1 else ""))
         else:
             items.append("None")
+    if not items:  # x[...] of a 0-d tensor: Python has no empty brackets
+        return "..."
     return ", ".join(items) + ("," if len(items) == 1 else "")
 
 
@@ -641,8 +684,8 @@ class Concatenate(Structural):
         return contributions
 
 
-STRUCTURAL_PRIMITIVES = (Concatenate, Matmul, ReduceSum, LogSumExp, LogSoftmax, Softmax, ReduceMax, Reshape, BroadcastTo, Permute,
-                         AsType, OneHot, Index, IndexAdd, StopGradient)
+STRUCTURAL_PRIMITIVES = (Concatenate, Matmul, ReduceSum, LogSumExp, LogSoftmax, Softmax, ReduceMax, ReduceMin,
+                         Reshape, BroadcastTo, Permute, AsType, OneHot, Index, IndexAdd, StopGradient)
 
 
 # ------------------------------------------------------------------------- shape helpers

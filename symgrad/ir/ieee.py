@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import sympy as sp
 
 ONE, ZERO = sp.S.One, sp.S.Zero
@@ -82,6 +83,15 @@ def unevaluated(build, *args):
     """``build(*args)`` with SymPy's evaluation off, unless every argument is a number (then it is
     folded as floats would be): an op's form keeps each operation it was written with."""
     if all(a.is_Number for a in args):
-        return number(build(*args))
+        try:
+            return number(build(*args))
+        except ZeroDivisionError:  # mpmath's Float 0.0 / 0.0 raises: fold as floats do (NaN, inf)
+            with np.errstate(all="ignore"):
+                return constant(float(build(*(np.float64(a) for a in args))))
     with sp.evaluate(False):
-        return build(*args)
+        if not any(a is sp.nan for a in args):
+            return build(*args)
+        # SymPy's NaN absorbs whatever it meets (nan - x is nan, evaluate or not), and the
+        # derivative with it: build around a stand-in, then put the NaN in unevaluated.
+        stand_in = sp.Dummy("nan")
+        return build(*(stand_in if a is sp.nan else a for a in args)).xreplace({stand_in: sp.nan})

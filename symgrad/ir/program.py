@@ -12,7 +12,7 @@ from collections import Counter
 import sympy as sp
 
 from symgrad.ir.functions import (AsType, BroadcastTo, Concatenate, Index, IndexAdd, LogSoftmax, LogSumExp, Matmul,
-                                  OneHot, Permute, ReduceMax, ReduceSum, Reshape, Softmax, StopGradient,
+                                  OneHot, Permute, ReduceMax, ReduceMin, ReduceSum, Reshape, Softmax, StopGradient,
                                   Structural, broadcast_shapes, numel, reduced_shape)
 
 
@@ -159,8 +159,12 @@ class Program:
         """``xs`` (arrays of ``dtype``) joined along ``axis`` into ``shape``."""
         return self.assign(Concatenate(*[self._bind(x) for x in xs], sp.Integer(axis)), shape, dtype, "cat")
 
-    def reduce_max(self, x, axes, keepdim: bool):
-        return self._structural(ReduceMax, x, sp.Tuple(*sorted(axes)), sp.true if keepdim else sp.false)
+    def reduce_max(self, x, axes, keepdim: bool, whole: bool = False, smallest: bool = False):
+        """max (min if ``smallest``) over ``axes``; ``whole``: PyTorch's gradient rule for
+        ``max()`` of a whole tensor (functions.ReduceMax)."""
+        head = ReduceMin if smallest else ReduceMax
+        return self._structural(head, x, sp.Tuple(*sorted(axes)), sp.true if keepdim else sp.false,
+                                sp.true if whole else sp.false)
 
     def astype(self, x, dtype: str):
         if x.is_Number or self.dtype_of(x) == dtype:

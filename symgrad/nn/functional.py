@@ -161,8 +161,10 @@ def _nll(p, node, logp, target):
     full = (*target_shape, logp_shape[axis])
     dtype = node.dtype.name
     kept = p.assign(1 - ir.equal(target, ignore_index), target_shape, dtype, "kept")
-    per_item = p.reduce_sum(p.assign(-picked * moved, full, dtype, "nll"), (len(full) - 1,), False)
-    per_item = p.assign(per_item * kept, target_shape, dtype, "nll_kept")
+    # Selected, not multiplied by masks: another class's inf or NaN, and an ignored item's, stay
+    # out of the loss and its gradient, as PyTorch's gather and skip keep them.
+    per_item = p.reduce_sum(p.assign(ir.select(picked, -moved, 0), full, dtype, "nll"), (len(full) - 1,), False)
+    per_item = p.assign(ir.select(kept, per_item, 0), target_shape, dtype, "nll_kept")
     if reduction == "none":
         return per_item
     everything = tuple(range(len(target_shape)))
@@ -219,6 +221,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if weight is not None or size_average is not None or reduce is not None:
         _unsupported("binary_cross_entropy", weight=weight, size_average=size_average, reduce=reduce)
     _same_size(input, target)
+    if target.dtype is not input.dtype:
+        raise RuntimeError(f"Found dtype {dtypes.torch_name(target.dtype)} but expected {dtypes.torch_name(input.dtype)}")
     values = _known_values(input)
     if values is not None and not np.all((values >= 0) & (values <= 1)):
         raise RuntimeError("all elements of input should be between 0 and 1")

@@ -12,13 +12,14 @@ import jax.numpy as jnp
 import sympy as sp
 from sympy.codegen.cfunctions import expm1
 
-from symgrad import ir
+from symgrad import dtypes, ir
 from symgrad.inplace import apply_inplace
-from symgrad.ops.elementwise import DIV, SUB, elementwise
+from symgrad.ops.elementwise import DIV, SUB, elementwise, refuse_bool, refuse_kernel
 from symgrad.ops.registry import Example, Names
 from symgrad.tensor import apply
 
 KINKED = ("kinked",)
+NOT_FLOAT = (dtypes.BOOLEAN, dtypes.INTEGER)  # PyTorch's activation kernels take floats only
 WITH_PARAMETER = (Example(((3, 4), ()), scalars={1: 0.2}), Example(((7,), ()), scalars={1: 1.5}))
 SQRT_HALF, SQRT_2_OVER_PI = 1 / math.sqrt(2), math.sqrt(2 / math.pi)
 
@@ -35,32 +36,34 @@ def _elu_like(a, negative):
 LEAKY_RELU = elementwise("leaky_relu", "LeakyReluBackward0", lambda a, s: ir.select(ir.greater(a, 0), a, a * s),
                          reference=lambda a, s: jnp.where(a > 0, a, a * s),
                          torch_fn=lambda t, a, s: t.nn.functional.leaky_relu(a, s), examples=WITH_PARAMETER,
-                         domain=("kinked", "real"))
+                         domain=("kinked", "real"), refuse=refuse_kernel("leaky_relu_cpu", *NOT_FLOAT))
 ELU = elementwise("elu", "EluBackward0", lambda a, alpha: _elu_like(a, alpha * expm1(a)),
                   float_result=True, reference=lambda a, alpha: jnp.where(a > 0, a, alpha * jnp.expm1(a)),
                   torch_fn=lambda t, a, alpha: t.nn.functional.elu(a, alpha), examples=WITH_PARAMETER,
-                  domain=("kinked", "real"))
+                  domain=("kinked", "real"), refuse=refuse_kernel("elu_cpu", *NOT_FLOAT))
 CELU = elementwise("celu", "CeluBackward0",
                    lambda a, alpha: _elu_like(a, alpha * expm1(a / alpha)), float_result=True,
                    reference=lambda a, alpha: jnp.where(a > 0, a, alpha * jnp.expm1(a / alpha)),
                    torch_fn=lambda t, a, alpha: t.nn.functional.celu(a, alpha), examples=WITH_PARAMETER,
-                   domain=("kinked", "positive"))
+                   domain=("kinked", "positive"), refuse=refuse_kernel("elu_cpu", *NOT_FLOAT))
 SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 SELU = elementwise("selu", "EluBackward0",
                    lambda a: SELU_SCALE * _elu_like(a, SELU_ALPHA * expm1(a)),
                    float_result=True, reference=jax.nn.selu, torch_fn=lambda t, a: t.nn.functional.selu(a),
-                   domain=KINKED, names=_functional("selu"))
+                   domain=KINKED, names=_functional("selu"), refuse=refuse_kernel("elu_cpu", *NOT_FLOAT))
 GELU = elementwise("gelu", "GeluBackward0", lambda a: a * (1 + sp.erf(a * SQRT_HALF)) / 2, float_result=True,
                    reference=lambda a: jax.nn.gelu(a, approximate=False),
-                   torch_fn=lambda t, a: t.nn.functional.gelu(a))
+                   torch_fn=lambda t, a: t.nn.functional.gelu(a), refuse=refuse_kernel("GeluKernelImpl", *NOT_FLOAT))
 GELU_TANH = elementwise("gelu_tanh", "GeluBackward0",
                         lambda a: a * (1 + sp.tanh(SQRT_2_OVER_PI * (a + 0.044715 * a ** 3))) / 2, float_result=True,
                         reference=lambda a: jax.nn.gelu(a, approximate=True),
-                        torch_fn=lambda t, a: t.nn.functional.gelu(a, approximate="tanh"))
+                        torch_fn=lambda t, a: t.nn.functional.gelu(a, approximate="tanh"),
+                        refuse=refuse_kernel("GeluKernelImpl", *NOT_FLOAT))
 MISH = elementwise("mish", "MishBackward0", lambda a: a * sp.tanh(ir.softplus(a)), float_result=True,
                    reference=lambda a: a * jnp.tanh(jax.nn.softplus(a)), torch_fn=lambda t, a: t.nn.functional.mish(a),
-                   names=_functional("mish"))
+                   refuse=refuse_kernel("mish_cpu", *NOT_FLOAT), names=_functional("mish"))
 HARDTANH = elementwise("hardtanh", "HardtanhBackward0", ir.hardtanh, reference=lambda a, lo, hi: jnp.clip(a, lo, hi),
+                       refuse=refuse_bool("Bool inputs not supported for hardtanh"),
                        torch_fn=lambda t, a, lo, hi: t.nn.functional.hardtanh(a, lo, hi), domain=("kinked", "real", "real"),
                        examples=(Example(((3, 4), (), ()), scalars={1: -1.0, 2: 1.0}),
                                  Example(((7,), (), ()), scalars={1: 0.0, 2: 0.5})))
@@ -73,9 +76,12 @@ def _hardsigmoid(a):
 HARDSIGMOID = elementwise("hardsigmoid", "HardsigmoidBackward0", _hardsigmoid,
                           float_result=True, reference=lambda a: jnp.clip(a / 6 + 0.5, 0, 1),
                           torch_fn=lambda t, a: t.nn.functional.hardsigmoid(a), domain=KINKED,
+                          refuse=refuse_kernel("hardsigmoid_cpu", *NOT_FLOAT),
                           names=_functional("hardsigmoid"))
-HARDSWISH = elementwise("hardswish", "HardswishBackward0", ir.hardswish, float_result=True, reference=lambda a: a * jnp.clip(a + 3, 0, 6) / 6,
+HARDSWISH = elementwise("hardswish", "HardswishBackward0", ir.hardswish, float_result=True,
+                        reference=lambda a: a * jnp.clip(a + 3, 0, 6) / 6,
                         torch_fn=lambda t, a: t.nn.functional.hardswish(a), domain=KINKED,
+                        refuse=refuse_kernel("hardswish_cpu", *NOT_FLOAT),
                         names=_functional("hardswish"))
 
 
@@ -91,6 +97,8 @@ def elu(input, alpha=1.0, inplace=False):
 
 @CELU.publish(Names(functional=("celu",)))
 def celu(input, alpha=1.0, inplace=False):
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
     return _maybe_inplace(input, inplace, lambda: apply(CELU, input, float(alpha)))
 
 
@@ -103,6 +111,8 @@ def gelu(input, approximate="none"):
 
 @HARDTANH.publish(Names(functional=("hardtanh",)))
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
     return _maybe_inplace(input, inplace, lambda: apply(HARDTANH, input, float(min_val), float(max_val)))
 
 

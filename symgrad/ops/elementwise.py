@@ -8,10 +8,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 import sympy as sp
 
-from symgrad import dtypes
-from symgrad.nodes import CONST
-from symgrad import ir
+from symgrad import dtypes, ir
 from symgrad.ir import broadcast_shapes, ieee
+from symgrad.nodes import CONST, priority
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import apply
 
@@ -19,13 +18,6 @@ UNARY = (Example(((3, 4),)), Example(((),)), Example(((7,),)))
 BINARY = (Example(((3, 4), (3, 4))), Example(((3, 4), (4,))), Example(((2, 1, 3), (4, 1))),
           Example(((5,), ()), ), Example(((3,), (3,)), scalars={1: 1.5}))
 REFLECTED = (Example(((3, 4), ()), scalars={1: 2.5}), Example(((5,), ()), scalars={1: 3}))
-
-
-def priority(node) -> int:
-    """PyTorch's promotion priority: 0 for a Python number, 1 for a 0-dim tensor, 2 otherwise."""
-    if not node.shape:
-        return 0 if node.op is CONST else 1
-    return 2
 
 
 def infer_elementwise(nodes, float_result=False):
@@ -47,10 +39,43 @@ def infer_elementwise(nodes, float_result=False):
     return shape, dtype
 
 
+def refuse_kernel(kernel: str, *categories):
+    """PyTorch's refusal where its CPU kernel has no loop for the input's dtype category:
+    ``NotImplementedError: "abs_cpu" not implemented for 'Bool'``."""
+    def refuse(nodes):
+        dtype = nodes[0].dtype
+        if dtype.category in categories:
+            raise NotImplementedError(f'"{kernel}" not implemented for \'{dtypes.torch_name(dtype)}\'')
+    return refuse
+
+
+def refuse_bool(message: str):
+    """PyTorch's own RuntimeError for a bool input."""
+    def refuse(nodes):
+        if nodes[0].dtype is dtypes.bool_:
+            raise RuntimeError(message)
+    return refuse
+
+
+def _refuse_bool_subtraction(nodes):
+    bools = sum(n.dtype is dtypes.bool_ for n in nodes)
+    if bools == 2:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.")
+    if bools:
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+                           "to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
+NEGATION = ("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
+            "use the `~` or `logical_not()` operator instead.")
+
+
 def elementwise(name, grad_fn, form, *, float_result=False, saves=True, reference=None, torch_fn=None,
-                examples=None, domain=None, names: Names | None = None) -> Op:
+                examples=None, domain=None, names: Names | None = None, refuse=None) -> Op:
     """Register an op whose value is ``form`` applied to its inputs' symbols; with ``names``, its
-    public function ``name(input, ...)`` goes by them."""
+    public function ``name(input, ...)`` goes by them.  ``refuse(nodes)`` raises PyTorch's error
+    for inputs PyTorch has no kernel for (``refuse_kernel``, ``refuse_bool``)."""
     code = getattr(form, "__code__", None)  # a lambda or sympy.sqrt(arg, evaluate=None); else a SymPy head
     arity = code.co_argcount - len(form.__defaults__ or ()) if code else min(form.nargs)
 
@@ -62,7 +87,12 @@ def elementwise(name, grad_fn, form, *, float_result=False, saves=True, referenc
         # and its cost per op grew with the program once its bounded cache overflowed.
         return p.assign(ieee.unevaluated(form, *xs), node.shape, node.dtype.name, name)
 
-    op = register(Op(name, grad_fn, lambda nodes: infer_elementwise(nodes, float_result), build,
+    def infer(nodes):
+        if refuse is not None:
+            refuse(nodes)
+        return infer_elementwise(nodes, float_result)
+
+    op = register(Op(name, grad_fn, infer, build,
                      saves=saves, reference=reference, torch_fn=torch_fn,
                      examples=examples or (UNARY if arity == 1 else BINARY),
                      domain=domain or ("real",) * arity, elementwise=True))
@@ -105,8 +135,9 @@ def _pow_name(nodes):
 ADD = elementwise("add", "AddBackward0", lambda a, b: a + b, saves=False, reference=jnp.add,
                   torch_fn=lambda t, a, b: t.add(a, b))
 SUB = elementwise("sub", "SubBackward0", lambda a, b: a - b, saves=False, reference=jnp.subtract,
+                  refuse=_refuse_bool_subtraction,
                   torch_fn=lambda t, a, b: t.sub(a, b))
-RSUB = elementwise("rsub", "RsubBackward1", lambda a, b: b - a, saves=False,
+RSUB = elementwise("rsub", "RsubBackward1", lambda a, b: b - a, saves=False, refuse=_refuse_bool_subtraction,
                    reference=lambda a, b: b - a, torch_fn=lambda t, a, b: b - a, examples=REFLECTED,
                    names=Names(function=("rsub",), method=("__rsub__",)))
 MUL = elementwise("mul", "MulBackward0", lambda a, b: a * b, reference=jnp.multiply,
@@ -129,12 +160,12 @@ POW = register(Op("pow", _pow_name, _infer_pow,
                   examples=(Example(((3, 4), ()), scalars={1: 2}), Example(((5,), ()), scalars={1: 3.5}),
                             Example(((3, 4), (3, 4))), Example(((), (4,)), scalars={0: 2.0})),
                   domain=("positive", "real"), elementwise=True))
-MAXIMUM = elementwise("maximum", "MaximumBackward0", lambda a, b: sp.Max(a, b), reference=jnp.maximum,
+MAXIMUM = elementwise("maximum", "MaximumBackward0", ir.maximum, reference=jnp.maximum,
                       torch_fn=lambda t, a, b: t.maximum(a, b), examples=BINARY[:3], names=public_names("maximum", inplace=False))
-MINIMUM = elementwise("minimum", "MinimumBackward0", lambda a, b: sp.Min(a, b), reference=jnp.minimum,
+MINIMUM = elementwise("minimum", "MinimumBackward0", ir.minimum, reference=jnp.minimum,
                       torch_fn=lambda t, a, b: t.minimum(a, b), examples=BINARY[:3], names=public_names("minimum", inplace=False))
 
-NEG = elementwise("neg", "NegBackward0", lambda a: -a, saves=False, reference=jnp.negative,
+NEG = elementwise("neg", "NegBackward0", lambda a: -a, saves=False, reference=jnp.negative, refuse=refuse_bool(NEGATION),
                   torch_fn=lambda t, a: t.neg(a), names=public_names("neg", "__neg__"))
 EXP = elementwise("exp", "ExpBackward0", sp.exp, float_result=True, reference=jnp.exp,
                   torch_fn=lambda t, a: t.exp(a), names=public_names("exp"))
@@ -152,17 +183,22 @@ SIGMOID = elementwise("sigmoid", "SigmoidBackward0", ir.sigmoid, float_result=Tr
                       reference=lambda a: 1 / (1 + jnp.exp(-a)), torch_fn=lambda t, a: t.sigmoid(a),
                       names=Names(("sigmoid",), ("sigmoid",), ("sigmoid",), inplace=("sigmoid_",)))
 RELU = elementwise("relu", "ReluBackward0", ir.relu, reference=lambda a: jnp.maximum(a, 0),
+                   refuse=refuse_bool("Boolean inputs not supported for relu"),
                    torch_fn=lambda t, a: t.relu(a), domain=("kinked",), names=Names(("relu",), ("relu",), ("relu",), inplace=("relu_",)))
 ABS = elementwise("abs", "AbsBackward0", sp.Abs, reference=jnp.abs, torch_fn=lambda t, a: t.abs(a),
+                  refuse=refuse_kernel("abs_cpu", dtypes.BOOLEAN),
                   domain=("kinked",), names=public_names("abs", "__abs__"))
 SOFTPLUS = elementwise("softplus", "SoftplusBackward0", ir.softplus, float_result=True,
+                       refuse=refuse_kernel("softplus_cpu", dtypes.BOOLEAN, dtypes.INTEGER),
                        reference=lambda a: jnp.logaddexp(a, 0.0),
                        torch_fn=lambda t, a: t.nn.functional.softplus(a),
                        names=Names(function=("softplus",), functional=("softplus",)))
 SILU = elementwise("silu", "SiluBackward0", lambda a: a * ir.sigmoid(a), float_result=True,
+                   refuse=refuse_kernel("silu_cpu", dtypes.BOOLEAN, dtypes.INTEGER),
                    reference=lambda a: a / (1 + jnp.exp(-a)), torch_fn=lambda t, a: t.nn.functional.silu(a),
                    names=Names(functional=("silu",)))
 LOGSIGMOID = elementwise("log_sigmoid", "LogSigmoidBackward0", lambda a: -ir.softplus(-a), float_result=True,
+                         refuse=refuse_kernel("log_sigmoid_cpu", dtypes.BOOLEAN, dtypes.INTEGER),
                          reference=lambda a: -jnp.logaddexp(-a, 0.0),
                          torch_fn=lambda t, a: t.nn.functional.logsigmoid(a), names=Names(functional=("logsigmoid",)))
 

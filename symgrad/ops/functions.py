@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import sympy as sp
 from sympy.codegen.cfunctions import exp2, expm1, log1p, log2, log10
 
-from symgrad import ir
+from symgrad import dtypes, ir
 from symgrad.nodes import CONST
-from symgrad.ops.elementwise import BINARY, elementwise, public_names
+from symgrad.ops.elementwise import BINARY, elementwise, public_names, refuse_kernel
 from symgrad.ops.registry import Example, Names
 from symgrad.tensor import Tensor, apply
 
@@ -38,17 +38,24 @@ ERF = elementwise("erf", "ErfBackward0", sp.erf, float_result=True, reference=ja
                   torch_fn=lambda t, a: t.erf(a), names=public_names("erf"))
 
 SIGN = elementwise("sign", "SignBackward0", ir.sign, reference=jnp.sign, torch_fn=lambda t, a: t.sign(a),
-                   examples=ROUNDED, names=public_names("sign"))
+                   examples=ROUNDED)
 FLOOR = elementwise("floor", "FloorBackward0", ir.floor, reference=jnp.floor, torch_fn=lambda t, a: t.floor(a),
-                    examples=ROUNDED, names=public_names("floor"))
+                    refuse=refuse_kernel("floor_vml_cpu", dtypes.BOOLEAN), examples=ROUNDED, names=public_names("floor"))
 CEIL = elementwise("ceil", "CeilBackward0", ir.ceil, reference=jnp.ceil, torch_fn=lambda t, a: t.ceil(a),
-                   examples=ROUNDED, names=public_names("ceil"))
+                   refuse=refuse_kernel("ceil_vml_cpu", dtypes.BOOLEAN), examples=ROUNDED, names=public_names("ceil"))
 ROUND = elementwise("round", "RoundBackward0", ir.rint, reference=jnp.round, torch_fn=lambda t, a: t.round(a),
-                    examples=ROUNDED, names=public_names("round"))
+                    refuse=refuse_kernel("round_vml_cpu", dtypes.BOOLEAN), examples=ROUNDED, names=public_names("round"))
 TRUNC = elementwise("trunc", "TruncBackward0", ir.trunc, reference=jnp.trunc, torch_fn=lambda t, a: t.trunc(a),
-                    examples=ROUNDED, names=public_names("trunc"))
+                    refuse=refuse_kernel("trunc_vml_cpu", dtypes.BOOLEAN), examples=ROUNDED, names=public_names("trunc"))
 FRAC = elementwise("frac", "FracBackward0", lambda a: a - ir.trunc(a), reference=lambda a: a - jnp.trunc(a),
-                   torch_fn=lambda t, a: t.frac(a), examples=ROUNDED, names=public_names("frac"))
+                   torch_fn=lambda t, a: t.frac(a), refuse=refuse_kernel("frac_cpu", dtypes.BOOLEAN, dtypes.INTEGER),
+                   examples=ROUNDED, names=public_names("frac"))
+
+
+@SIGN.publish(public_names("sign"))
+def sign(input):
+    """PyTorch's sign of a bool tensor is a copy of it (ir.sign subtracts two comparisons)."""
+    return apply(SIGN, input) if input.dtype is not dtypes.bool_ else input.clone()
 
 
 def _remainder_name(nodes):
@@ -98,11 +105,19 @@ def _lerp(a, b, w):
     return ir.select(ir.less(sp.Abs(w), sp.Rational(1, 2)), a + w * (b - a), b - (b - a) * (1 - w))
 
 
+def _refuse_lerp_dtypes(nodes):
+    start = nodes[0]
+    for node, role in zip(nodes[1:], ("end", "weight")):
+        if node.op is not CONST and node.dtype is not start.dtype:
+            raise RuntimeError(f"expected dtype {dtypes.torch_name(start.dtype).lower()} for `{role}` but got "
+                               f"dtype {dtypes.torch_name(node.dtype).lower()}")
+
+
 LERP = elementwise("lerp", _lerp_name, _lerp, reference=lambda a, b, w: jnp.where(jnp.abs(w) < 0.5, a + w * (b - a),
                                                                                  b - (b - a) * (1 - w)),
                    torch_fn=lambda t, a, b, w: t.lerp(a, b, w), domain=("real", "real", "unit"),
                    examples=(Example(((3, 4), (3, 4), ()), scalars={2: 0.3}), Example(((3, 4), (4,), (3, 4)))),
-                   names=public_names("lerp"))
+                   names=public_names("lerp"), refuse=_refuse_lerp_dtypes)
 
 
 def _fused(name, grad_fn, form):

@@ -31,7 +31,9 @@ def _infer(kind):
         dtype = x.dtype
         if kind == "sum" and not dtype.is_floating_point:
             dtype = dtypes.int64
-        if kind in ("mean", "logsumexp") and not dtype.is_floating_point:
+        if kind == "logsumexp" and not dtype.is_floating_point:  # PyTorch computes it in floats
+            dtype = dtypes.float32
+        if kind == "mean" and not dtype.is_floating_point:
             raise ValueError(f"{kind}(): could not infer output dtype. Input dtype must be either a floating "
                              f"point or complex dtype. Got: {dtype.name.capitalize()}")
         if kind == "max" and 0 in x.shape:
@@ -74,12 +76,12 @@ MEAN = register(Op("mean", lambda nodes, axes, keepdim, name: name, _infer("mean
                    reference=_reference(jnp.mean), torch_fn=_torch("mean"),
                    examples=_examples("MeanBackward0", "MeanBackward1")))
 MAX = register(Op("max", lambda nodes, axes, keepdim, name: name, _infer("max"),
-                  lambda p, node, x: p.reduce_max(x, node.attrs[0], node.attrs[1]),
+                  lambda p, node, x: p.reduce_max(x, node.attrs[0], node.attrs[1], node.attrs[2] == "MaxBackward1"),
                   reference=_reference(jnp.max),
                   torch_fn=lambda t, x, axes, keepdim, name: x.max() if name == "MaxBackward1" else x.amax(axes, keepdim),
                   examples=_examples("MaxBackward1", "AmaxBackward0"), domain=("ties",)))
 LOGSUMEXP = register(Op("logsumexp", lambda nodes, axes, keepdim, name: name, _infer("logsumexp"),
-                        lambda p, node, x: p.logsumexp(x, node.attrs[0], node.attrs[1]),
+                        lambda p, node, x: p.logsumexp(p.astype(x, node.dtype.name), node.attrs[0], node.attrs[1]),
                         reference=lambda x, axes, keepdim, name: jax.nn.logsumexp(x, axis=axes, keepdims=keepdim),
                         torch_fn=lambda t, x, axes, keepdim, name: t.logsumexp(x, axes, keepdim),
                         examples=_examples("LogsumexpBackward0", "LogsumexpBackward0")[1:]))
