@@ -463,3 +463,18 @@ def test_constants_divided_by_a_zero_constant(torch):
     for a, b in zip(ours, theirs):
         _same(a, b)
         assert np.array_equal(np.signbit(a), np.signbit(b))
+
+
+def test_a_bool_mask_times_nan_is_nan(torch):
+    """Was: 0 where PyTorch has NaN: XLA rewrites cast(mask) * y into select(mask, y, 0), so
+    (mask * loss).sum() hid a NaN loss in the entries the mask leaves out."""
+    def run(T):
+        mask = T.tensor([True, False, False])
+        v = T.tensor(_f32([NAN, NAN, -INF]), requires_grad=True)
+        y = mask * v + v * mask + mask.float() * v + T.addcmul(T.tensor(_f32([1.0])), mask, v) + (mask + 1) * v
+        y.sum().backward()
+        return (mask * v).detach().numpy(), (mask.float() * v).detach().numpy(), y.detach().numpy(), v.grad.numpy()
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        _same(a, b)

@@ -101,13 +101,9 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
                                            _refused("-1 in the shape of an empty tensor")),
     "amax of an empty tensor": ("zeros(2, 0).amax(0) raises (PyTorch: shape (0,)); .amax(1) RuntimeError, PyTorch "
                                 "IndexError", _tagged("amax@empty")),
-    "clamp bounds of two kinds": ("clamp(x, 0.5, tensor) raises TypeError; PyTorch accepts it",
-                                  _tagged("clamp@numbers and tensors")),
     "softmax of a bool tensor": ("log_softmax of an empty bool tensor raises NotImplementedError; PyTorch's is empty",
                                  _accepted("softmax@bool", "log_softmax@bool")),
     # errors PyTorch raises and symgrad does not
-    "addcdiv of a bool tensor": ("addcdiv with a bool operand: False * -inf is 0 (PyTorch: NaN); PyTorch's backward "
-                                 "raises", _tagged("addcdiv@bool", "addcmul@bool")),
     "PyTorch's clamp backward with broadcast bounds": ("clamp(x, lo, hi) broadcasting x up: PyTorch's backward "
                                                        "raises, symgrad's runs",
                                                        lambda p: p.tagged("op:clamp") and _raised(

@@ -13,7 +13,7 @@ import sympy as sp
 
 from symgrad.ir.functions import (AsType, BroadcastTo, Concatenate, Index, IndexAdd, LogSoftmax, LogSumExp, Matmul,
                                   OneHot, Permute, ReduceMax, ReduceMin, ReduceSum, Reshape, Softmax, StopGradient,
-                                  Structural, broadcast_shapes, numel, reduced_shape)
+                                  Structural, broadcast_shapes, numel, reduced_shape, select)
 
 
 class Program:
@@ -169,6 +169,8 @@ class Program:
     def astype(self, x, dtype: str):
         if x.is_Number or self.dtype_of(x) == dtype:
             return x
+        if self.dtype_of(x) == "bool":  # a select, not a cast: XLA turns cast(mask) * y into a select
+            return self.assign(select(x, 1, 0), self.shape_of(x), dtype, "as_number")  # that drops y's NaN
         return self._structural(AsType, x, sp.Symbol(dtype))
 
     def one_hot(self, indices, classes: int, dtype: str):

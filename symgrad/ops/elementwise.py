@@ -82,6 +82,8 @@ def elementwise(name, grad_fn, form, *, float_result=False, saves=True, referenc
     def build(p, node, *xs):
         if float_result:  # jax.nn's functions take floats only: cast integer inputs as PyTorch does
             xs = [p.astype(x, node.dtype.name) if not i.dtype.is_floating_point else x for x, i in zip(xs, node.inputs)]
+        elif node.dtype is not dtypes.bool_:  # a mask meets numbers as numbers (Program.astype: NaN * False)
+            xs = [p.astype(x, node.dtype.name) if i.dtype is dtypes.bool_ else x for x, i in zip(xs, node.inputs)]
         # Unevaluated (IEEE: x*0 is NaN at inf, symgrad.ir.ieee).  This is also the cheap way:
         # SymPy's evaluation (sin's looks for multiples of pi and of i) costs more than the node,
         # and its cost per op grew with the program once its bounded cache overflowed.
