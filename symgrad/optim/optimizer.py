@@ -1,0 +1,138 @@
+"""``torch.optim.Optimizer``: parameter groups, per-parameter state, ``zero_grad`` and
+``state_dict``, with PyTorch's checks and layout (state keyed by parameter, saved by index).
+
+Every update an optimizer makes is in-place arithmetic under ``no_grad``: nothing is computed
+then, and the whole update runs inside the next step's compiled program (symgrad.engine)."""
+from __future__ import annotations
+
+import copy
+import warnings
+from collections import defaultdict
+
+from symgrad.grad_mode import enable_grad, no_grad
+from symgrad.tensor import Tensor
+
+
+class Optimizer:
+    def __init__(self, params, defaults: dict):
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            f"but got {type(params).__name__}")
+        self.defaults = defaults
+        self.state: defaultdict = defaultdict(dict)
+        self.param_groups: list = []
+        self._step_counts: dict = {}  # parameter -> the step as a Python number (optimizer._next_step)
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        for group in groups if isinstance(groups[0], dict) else [{"params": groups}]:
+            self.add_param_group(group)
+
+    def add_param_group(self, group: dict) -> None:
+        params = group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        if len({id(p) for p in params}) != len(params):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
+                          "cause an error; see github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append({**self.defaults, **group, "params": params})
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if set_to_none:
+                    p.grad = None
+                elif p.grad is not None:
+                    p.grad.zero_()
+
+    def state_dict(self) -> dict:
+        """``{'state': {index: {...}}, 'param_groups': [{..., 'params': [indices]}]}``, as PyTorch."""
+        index, groups = {}, []
+        for group in self.param_groups:
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+            groups.append({**{k: v for k, v in group.items() if k != "params"},
+                           "params": [index[id(p)] for p in group["params"]]})
+        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(o["params"]) for g, o in zip(groups, self.param_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                             "optimizer's group")
+        params = {i: p for g, o in zip(groups, self.param_groups) for i, p in zip(g["params"], o["params"])}
+        self.state, self._step_counts = defaultdict(dict), {}
+        for i, saved in state_dict["state"].items():
+            p = params[i]
+            self.state[p] = {k: _to_parameter(k, v, p) for k, v in saved.items()}
+        for group, saved in zip(self.param_groups, groups):
+            group.update({k: copy.deepcopy(v) for k, v in saved.items() if k != "params"})
+
+    def _next_step(self, p) -> int:
+        """Counts a step in ``state[p]['step']`` (a float32 0-d tensor, as PyTorch keeps it, added
+        to in place so every step records the same program) and returns it as the Python number
+        PyTorch's update reads, without waiting for the tensor's value."""
+        step = self.state[p]["step"]
+        count = self._step_counts.get(p)
+        count = (int(step.item()) if count is None else count) + 1
+        self._step_counts[p] = count
+        step.add_(1)
+        return count
+
+    def step(self, closure=None):
+        raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {key}: {group[key]}" for key in sorted(group) if key != "params"]
+        return "\n".join(lines) + "\n)"
+
+
+class PerParameter(Optimizer):
+    """An optimizer whose step is ``_update(p, group, grad)`` for each parameter that has a gradient
+    (negated when the group maximizes), as PyTorch's single-tensor loops."""
+
+    @no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._update(p, group, -p.grad if group["maximize"] else p.grad)
+        return loss
+
+
+_WORDING = {"lr": "Invalid learning rate: {}", "eps": "Invalid epsilon value: {}",
+            "weight_decay": "Invalid weight_decay value: {}", "momentum": "Invalid momentum value: {}",
+            "alpha": "Invalid alpha value: {}", "lr_decay": "Invalid lr_decay value: {}",
+            "initial_accumulator_value": "Invalid initial_accumulator_value value: {}"}
+
+
+def at_least_zero(**values) -> None:
+    """PyTorch's ValueError for a negative hyperparameter, in its words."""
+    for name, value in values.items():
+        if not value >= 0.0:
+            raise ValueError(_WORDING[name].format(value))
+
+
+def _to_parameter(key: str, value, param: Tensor):
+    """A saved state tensor on the parameter's dtype (``step`` stays as saved), as PyTorch casts."""
+    if isinstance(value, Tensor) and key != "step" and value.is_floating_point():
+        return value.detach().to(param.dtype).clone()
+    return value.clone() if isinstance(value, Tensor) else value

@@ -1,0 +1,121 @@
+"""torch.optim's Adam, AdamW, RMSprop, Adagrad and the lr schedulers against PyTorch: the same
+model, data and steps, the weights after each run, the lr sequence, state_dict and errors."""
+import warnings
+
+import numpy as np
+import pytest
+
+import codegen.compile as programs
+import symgrad
+
+RNG = np.random.default_rng(0)
+W0 = RNG.standard_normal((3, 4)).astype(np.float32)
+X = RNG.standard_normal((5, 3)).astype(np.float32)
+Y = RNG.standard_normal((5, 4)).astype(np.float32)
+
+OPTIMIZERS = {
+    "adam": lambda T, p: T.optim.Adam(p, lr=0.05),
+    "adam weight decay amsgrad": lambda T, p: T.optim.Adam(p, lr=0.05, weight_decay=0.1, amsgrad=True),
+    "adamw": lambda T, p: T.optim.AdamW(p, lr=0.05),
+    "adam maximize": lambda T, p: T.optim.Adam(p, lr=0.05, maximize=True),
+    "rmsprop": lambda T, p: T.optim.RMSprop(p, lr=0.01),
+    "rmsprop centered momentum": lambda T, p: T.optim.RMSprop(p, lr=0.01, centered=True, momentum=0.9,
+                                                              weight_decay=0.01),
+    "adagrad": lambda T, p: T.optim.Adagrad(p, lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1),
+    "sgd nesterov": lambda T, p: T.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
+}
+SCHEDULERS = {
+    "step": lambda T, o: T.optim.lr_scheduler.StepLR(o, 3, 0.5),
+    "exponential": lambda T, o: T.optim.lr_scheduler.ExponentialLR(o, 0.9),
+    "cosine": lambda T, o: T.optim.lr_scheduler.CosineAnnealingLR(o, 5, 0.001),
+    "lambda": lambda T, o: T.optim.lr_scheduler.LambdaLR(o, lambda epoch: 0.95 ** epoch),
+}
+
+
+def train(T, make, steps=20, schedule=None):
+    """A linear least-squares fit, torch-style; the weights, the lr after each step, the optimizer."""
+    w, b = T.nn.Parameter(T.tensor(W0)), T.nn.Parameter(T.zeros(4))
+    optimizer = make(T, [w, b])
+    scheduler = schedule(T, optimizer) if schedule else None
+    x, y = T.tensor(X), T.tensor(Y)
+    rates = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        ((x @ w + b - y) ** 2).mean().backward()
+        optimizer.step()
+        if scheduler:
+            scheduler.step()
+        rates.append(optimizer.param_groups[0]["lr"])
+    return w.detach().numpy(), b.detach().numpy(), rates, optimizer
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_twenty_steps_give_pytorchs_weights(torch, name):
+    ours, theirs = train(symgrad, OPTIMIZERS[name]), train(torch, OPTIMIZERS[name])
+    for a, b in zip(ours[:2], theirs[:2]):
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=2e-6)  # the forward's rounding, not the update's
+    assert not np.allclose(ours[0], W0)
+
+
+@pytest.mark.parametrize("name", list(SCHEDULERS))
+def test_schedulers_give_pytorchs_lr_sequence_exactly(torch, name):
+    ours, theirs = (train(T, OPTIMIZERS["adam"], 12, SCHEDULERS[name]) for T in (symgrad, torch))
+    assert ours[2] == theirs[2]
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=2e-6, atol=2e-6)
+
+
+def test_state_dict_has_pytorchs_layout_and_round_trips(torch):
+    ours, theirs = train(symgrad, OPTIMIZERS["adam"], 3)[3], train(torch, OPTIMIZERS["adam"], 3)[3]
+    mine, reference = ours.state_dict(), theirs.state_dict()
+    assert list(mine["state"]) == list(reference["state"]) == [0, 1]
+    assert list(mine["state"][0]) == list(reference["state"][0]) == ["step", "exp_avg", "exp_avg_sq"]
+    assert mine["state"][0]["step"].item() == reference["state"][0]["step"].item() == 3.0
+    for key in ("exp_avg", "exp_avg_sq"):
+        np.testing.assert_allclose(mine["state"][0][key].numpy(), reference["state"][0][key].numpy(), rtol=1e-5)
+    assert {k: v for k, v in mine["param_groups"][0].items()} == reference["param_groups"][0]
+
+    w = symgrad.nn.Parameter(symgrad.tensor(W0))
+    b = symgrad.nn.Parameter(symgrad.zeros(4))
+    resumed = symgrad.optim.Adam([w, b], lr=0.05)
+    resumed.load_state_dict(mine)
+    assert resumed.state[w]["step"].item() == 3.0
+    np.testing.assert_array_equal(resumed.state[w]["exp_avg"].numpy(), mine["state"][0]["exp_avg"].numpy())
+
+
+def test_an_adam_loop_compiles_once_its_steps_settle():
+    w = symgrad.nn.Parameter(symgrad.tensor(W0))
+    optimizer = symgrad.optim.Adam([w], lr=0.01)
+    x, y = symgrad.tensor(X), symgrad.tensor(Y)
+    counts = []
+    for _ in range(12):
+        optimizer.zero_grad()
+        ((x @ w - y) ** 2).mean().backward()
+        optimizer.step()
+        counts.append(programs.stats.compiles)
+    assert counts[-1] == counts[4]  # the bias corrections change every step: taken as inputs
+
+
+@pytest.mark.parametrize("call", [
+    lambda T, p: T.optim.Adam([], lr=0.1), lambda T, p: T.optim.Adam([p * 2]), lambda T, p: T.optim.Adam(p),
+    lambda T, p: T.optim.Adam([{"params": [p]}, {"params": [p]}]), lambda T, p: T.optim.Adam([p], lr=-1),
+    lambda T, p: T.optim.Adam([p], betas=(1.0, 0.9)), lambda T, p: T.optim.RMSprop([p], alpha=-0.5),
+    lambda T, p: T.optim.Adagrad([p], lr_decay=-1), lambda T, p: T.optim.SGD([p], lr=0.1, momentum=-1),
+], ids=["empty", "non-leaf", "a tensor", "twice", "lr", "beta", "alpha", "lr_decay", "momentum"])
+def test_pytorchs_errors(torch, call):
+    messages = []
+    for T in (symgrad, torch):
+        p = T.nn.Parameter(T.ones(2))
+        with pytest.raises((ValueError, TypeError)) as error:
+            call(T, p)
+        messages.append((error.type, str(error.value).split(",")[0].replace("torch.FloatTensor", "Parameter")))
+    assert messages[0][0] is messages[1][0]
+    assert messages[0][1] == messages[1][1]
+
+
+def test_a_parameter_twice_in_a_group_warns(torch):
+    for T in (symgrad, torch):
+        p = T.nn.Parameter(T.ones(2))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            T.optim.SGD([p, p], lr=0.1)
+        assert any("duplicate parameters" in str(w.message) for w in caught)
