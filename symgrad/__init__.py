@@ -21,9 +21,12 @@ from symgrad.ops import (activations as _a, elementwise as _e, functions as _f, 
 from symgrad import nn, autograd, optim, symbolic  # noqa: E402
 from symgrad import tensor_methods as _methods  # noqa: E402,F401  (attaches the methods that are no op's)
 from symgrad.namespace import publish as _publish  # noqa: E402
-from symgrad.creation import (Generator, arange, as_tensor, eye, from_numpy, full, full_like,  # noqa: E402
-                              linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
-                              randn_like, tensor, zeros, zeros_like)
+from symgrad.creation import (arange, as_tensor, bernoulli, eye, from_numpy, full, full_like,  # noqa: E402
+                              linspace, normal, ones, ones_like, rand, rand_like, randint, randint_like,
+                              randn, randn_like, randperm, tensor, zeros, zeros_like)
+from symgrad import random  # noqa: E402  (torch.random)
+from symgrad.random import (Generator, default_generator, get_rng_state, initial_seed,  # noqa: E402
+                            manual_seed, seed, set_rng_state)
 from symgrad.compiled import grad, value_and_grad  # noqa: E402
 from symgrad.serialization import load, save  # noqa: E402
 from symgrad import check  # noqa: E402

@@ -1,14 +1,16 @@
 """Making tensors: from data, filled, random.  float32 by default, as PyTorch."""
 from __future__ import annotations
 
+from functools import partial
+
 import jax.numpy as jnp
 import numpy as np
 
-from symgrad import dtypes
+from symgrad import dtypes, random
+from symgrad.grad_mode import is_grad_enabled
+from symgrad.inplace import write_values
 from symgrad.nodes import leaf
 from symgrad.tensor import Tensor
-
-_generator = np.random.default_rng()
 
 
 def _device(array: np.ndarray):
@@ -86,12 +88,12 @@ def full(size, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
     return _make(np.full(shape, fill_value, dtype.numpy), dtype, requires_grad)
 
 
-def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
-    return _make(np.ones(_size(size)), dtype or dtypes.float32, requires_grad)
+def ones(*dims, size=None, dtype=None, requires_grad: bool = False) -> Tensor:
+    return _make(np.ones(_size(dims if size is None else (size,))), dtype or dtypes.float32, requires_grad)
 
 
-def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:
-    return _make(np.zeros(_size(size)), dtype or dtypes.float32, requires_grad)
+def zeros(*dims, size=None, dtype=None, requires_grad: bool = False) -> Tensor:
+    return _make(np.zeros(_size(dims if size is None else (size,))), dtype or dtypes.float32, requires_grad)
 
 
 def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False) -> Tensor:
@@ -113,26 +115,8 @@ def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False) ->
     return _make(np.linspace(start, end, steps), dtype or dtypes.float32, requires_grad)
 
 
-def randn(*size, dtype=None, requires_grad: bool = False, generator=None) -> Tensor:
-    return _make((generator or _generator).standard_normal(_size(size)), dtype or dtypes.float32, requires_grad)
-
-
-def rand(*size, dtype=None, requires_grad: bool = False, generator=None) -> Tensor:
-    return _make((generator or _generator).random(_size(size)), dtype or dtypes.float32, requires_grad)
-
-
-def randint(low, high=None, size=None, dtype=None) -> Tensor:
-    """``randint(high, size)`` or ``randint(low, high, size)``, as PyTorch."""
-    if size is None:
-        if isinstance(high, (tuple, list)):
-            low, high, size = 0, low, high
-        else:
-            size = ()
-    return _make(_generator.integers(low, high, size=_size(tuple(size))), dtype or dtypes.int64, False)
-
-
-def _like(fn, other: Tensor, dtype, requires_grad):
-    return fn(*other.shape, dtype=dtype or other.dtype, requires_grad=requires_grad)
+def _like(fn, input: Tensor, dtype, requires_grad, **kwargs) -> Tensor:
+    return fn(size=tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad, **kwargs)
 
 
 def ones_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
@@ -143,30 +127,141 @@ def zeros_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor
     return _like(zeros, input, dtype, requires_grad)
 
 
-def randn_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
-    return _like(randn, input, dtype, requires_grad)
-
-
-def rand_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
-    return _like(rand, input, dtype, requires_grad)
-
-
 def full_like(input: Tensor, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
     return full(tuple(input.shape), fill_value, dtype=dtype or input.dtype, requires_grad=requires_grad)
 
 
-class Generator:
-    """The object ``manual_seed`` returns; ``initial_seed()`` as PyTorch."""
+# ----------------------------------------------------------------- random (PyTorch's numbers: symgrad.random)
 
-    def __init__(self, seed: int):
-        self._seed = seed
+def _check_cpu(device) -> None:
+    """``device=`` may name the CPU (``"cpu"``, ``torch.device("cpu")``, a JAX CPU device)."""
+    name = device if device is None else getattr(device, "platform", None) or str(device)
+    if name not in (None, "cpu", "cpu:0"):
+        raise RuntimeError(f"symgrad draws random numbers on the CPU; got device={device!r}")
 
-    def initial_seed(self) -> int:
-        return self._seed
+
+def _draw(draw, shape: tuple, dtype, generator) -> np.ndarray:
+    """``draw(generator, n, dtype)`` shaped, C-ordered as PyTorch fills a tensor."""
+    return draw(generator or random.default_generator, int(np.prod(shape, dtype=np.int64)), dtype).reshape(shape)
 
 
-def manual_seed(seed: int) -> Generator:
-    """Seed the global generator (NumPy's PCG64 here, so the draws differ from PyTorch's)."""
-    global _generator
-    _generator = np.random.default_rng(seed)
-    return Generator(seed)
+def _random(draw, shape: tuple, dtype, requires_grad: bool, device, generator) -> Tensor:
+    _check_cpu(device)
+    return _make(_draw(draw, shape, dtype, generator), dtype, requires_grad)
+
+
+def _dims(dims: tuple, size) -> tuple:
+    """``rand(2, 3)``, ``rand((2, 3))``, ``rand(size=(2, 3))``; ``rand()`` is PyTorch's TypeError."""
+    if not dims and size is None:
+        raise TypeError("a size is needed: rand(2, 3), rand((2, 3)) or rand(size=(2, 3))")
+    return _size(dims if size is None else (size,))
+
+
+def rand(*dims, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Uniform on [0, 1)."""
+    return _random(random.uniform, _dims(dims, size), dtype or dtypes.float32, requires_grad, device, generator)
+
+
+def randn(*dims, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Standard normal."""
+    return _random(random.normal, _dims(dims, size), dtype or dtypes.float32, requires_grad, device, generator)
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad: bool = False):
+    """``normal(mean, std, size)`` with numbers; with tensors, standard normals scaled by ``std``
+    and shifted by ``mean`` (two roundings, as PyTorch's ``mul_`` then ``add_``)."""
+    if not isinstance(mean, Tensor) and not isinstance(std, Tensor):
+        if size is None:
+            raise TypeError("normal() with a float mean and std needs a size")
+        draw = partial(random.normal, mean=mean, std=std)
+        return _random(draw, _size(tuple(size)), dtype or dtypes.float32, requires_grad, device, generator)
+    _check_cpu(device)
+    like = mean if isinstance(mean, Tensor) else std
+    shape = np.broadcast_shapes(*(tuple(t.shape) for t in (mean, std) if isinstance(t, Tensor)))
+    values = _draw(random.normal, shape, like.dtype, generator)
+    values = values * np.asarray(std, dtype=like.dtype.numpy) + np.asarray(mean, dtype=like.dtype.numpy)
+    return _make(values, like.dtype, requires_grad)
+
+
+def randint(*args, size=None, low=None, high=None, generator=None, dtype=None, device=None,
+            requires_grad: bool = False) -> Tensor:
+    """``randint(high, size)`` or ``randint(low, high, size)``: ``draw % (high - low) + low``."""
+    args = list(args)
+    if size is None and args and isinstance(args[-1], (tuple, list)):
+        size = args.pop()
+    if high is None:
+        high = args.pop()
+    low = args.pop() if args else (low or 0)
+    draw = partial(random.random_from_to, low=int(low), high=int(high))
+    return _random(draw, _size(tuple(size)), dtype or dtypes.int64, requires_grad, device, generator)
+
+
+def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A random permutation of ``range(n)``, shuffled as PyTorch shuffles."""
+    return _random(random.randperm, _size((n,)), dtype or dtypes.int64, requires_grad, device, generator)
+
+
+def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
+    """Ones with probability ``input`` (or ``p``), zeros otherwise, in ``input``'s dtype."""
+    out = _make(np.zeros(tuple(input.shape)), input.dtype, False)
+    return bernoulli_(out, input if p is None else p, generator=generator)
+
+
+def randn_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _like(randn, input, dtype, requires_grad, generator=generator, device=device)
+
+
+def rand_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _like(rand, input, dtype, requires_grad, generator=generator, device=device)
+
+
+def randint_like(input: Tensor, low: int = 0, high=None, *, generator=None, dtype=None, device=None,
+                 requires_grad: bool = False) -> Tensor:
+    """``randint_like(input, high)`` or ``randint_like(input, low, high)``."""
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(input.shape), generator=generator, dtype=dtype or input.dtype,
+                   device=device, requires_grad=requires_grad)
+
+
+# ----------------------------------------------------------------- filling a tensor in place (nn.init's)
+
+def _fill(tensor: Tensor, draw, generator) -> Tensor:
+    """``tensor`` takes new random values (no history; a leaf that requires grad refuses under
+    grad mode, as PyTorch's in-place ops do)."""
+    node = tensor._node
+    if node.requires_grad and node.is_leaf and is_grad_enabled():
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    values = _draw(draw, tuple(node.shape), node.dtype, generator)
+    write_values(tensor, leaf(_device(np.asarray(values, dtype=node.dtype.numpy)), node.dtype))
+    return tensor
+
+
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, *, to=None, generator=None) -> Tensor:
+    """``Tensor.uniform_(from, to)``."""
+    return _fill(tensor, partial(random.uniform, low=a, high=b if to is None else to), generator)
+
+
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
+    return _fill(tensor, partial(random.normal, mean=mean, std=std), generator)
+
+
+def random_(tensor: Tensor, low=None, high=None, *, to=None, generator=None) -> Tensor:
+    """``random_()``, ``random_(to)``, ``random_(from, to)``."""
+    high = high if to is None else to
+    if low is not None and high is None:
+        low, high = 0, low
+    if high is None:
+        return _fill(tensor, random.integers, generator)
+    return _fill(tensor, partial(random.random_from_to, low=int(low or 0), high=int(high)), generator)
+
+
+def exponential_(tensor: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
+    return _fill(tensor, partial(random.exponential, lambd=lambd), generator)
+
+
+def bernoulli_(tensor: Tensor, p=0.5, *, generator=None) -> Tensor:
+    """Ones with probability ``p`` (a number, or a tensor broadcast to ``tensor``'s shape)."""
+    if isinstance(p, Tensor):
+        p = np.broadcast_to(np.asarray(p), tuple(tensor.shape)).ravel()
+    return _fill(tensor, partial(random.bernoulli, p=p), generator)

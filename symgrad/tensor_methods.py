@@ -5,7 +5,7 @@ The ops' own methods (``exp``, ``__add__``, ``add_`` ...) come from the registry
 """
 from __future__ import annotations
 
-from symgrad import dtypes
+from symgrad import creation, dtypes
 from symgrad.inplace import copy_, data, fill_inplace
 from symgrad.ops import shape as S
 from symgrad.tensor import Tensor
@@ -41,6 +41,8 @@ METHODS = {
     "bool": lambda a: S.to_dtype(a, dtypes.bool_),
     "cpu": lambda a: a,
     "__setitem__": _setitem,
+    "uniform_": creation.uniform_, "normal_": creation.normal_, "random_": creation.random_,
+    "exponential_": creation.exponential_, "bernoulli_": creation.bernoulli_, "bernoulli": creation.bernoulli,
     "T": property(S.matrix_transpose),
     "mT": property(lambda a: S.transpose(a, -2, -1)),
 }

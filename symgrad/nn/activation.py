@@ -1,0 +1,182 @@
+"""Activation modules: each is its ``nn.functional`` form with the arguments stored, printed as
+PyTorch prints it (``LeakyReLU(negative_slope=0.2)``)."""
+from __future__ import annotations
+
+from symgrad.nn import functional as F
+from symgrad.ops.elementwise import where
+from symgrad.nn.module import Module
+
+
+class _Elementwise(Module):
+    """An activation with no arguments: ``forward`` is ``function(input)``."""
+
+    function = ""  # its name in nn.functional (published there after this module loads)
+
+    def forward(self, input):
+        return getattr(F, self.function)(input)
+
+
+class _InPlaceable(Module):
+    """An activation whose only argument is ``inplace``."""
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class ReLU(_InPlaceable):
+    def forward(self, input):
+        return input.relu_() if self.inplace else F.relu(input)
+
+
+class ReLU6(_InPlaceable):
+    def forward(self, input):
+        return F.relu6(input, self.inplace)
+
+
+class SELU(_InPlaceable):
+    def forward(self, input):
+        return F.selu(input)
+
+
+class SiLU(_InPlaceable):
+    def forward(self, input):
+        return F.silu(input)
+
+
+class Mish(_InPlaceable):
+    def forward(self, input):
+        return F.mish(input)
+
+
+class Hardsigmoid(_InPlaceable):
+    def forward(self, input):
+        return F.hardsigmoid(input)
+
+
+class Hardswish(_InPlaceable):
+    def forward(self, input):
+        return F.hardswish(input)
+
+
+class Tanh(_Elementwise):
+    function = "tanh"
+
+
+class Sigmoid(_Elementwise):
+    function = "sigmoid"
+
+
+class LogSigmoid(_Elementwise):
+    function = "logsigmoid"
+
+
+class Softsign(_Elementwise):
+    function = "softsign"
+
+
+class Tanhshrink(_Elementwise):
+    function = "tanhshrink"
+
+
+class LeakyReLU(Module):
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
+        super().__init__()
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class ELU(Module):
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, input):
+        return F.elu(input, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class CELU(ELU):
+    def forward(self, input):
+        return F.celu(input, self.alpha, self.inplace)
+
+
+class GELU(Module):
+    def __init__(self, approximate: str = "none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, input):
+        return F.gelu(input, approximate=self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class Hardtanh(Module):
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+        super().__init__()
+        if min_val > max_val:
+            raise ValueError("min_val cannot be greater than max_val")
+        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+
+    def forward(self, input):
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
+
+
+class Softplus(Module):
+    """``log(1 + exp(beta x)) / beta``, and ``x`` itself where ``beta x > threshold`` (PyTorch's)."""
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, input):
+        if self.beta == 1.0 and self.threshold == 20.0:
+            return F.softplus(input)
+        scaled = input * self.beta
+        return where(scaled > self.threshold, input, F.softplus(scaled) / self.beta)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class _Along(Module):
+    """Softmax, LogSoftmax, Softmin: a function along ``dim``."""
+
+    function = ""
+
+    def __init__(self, dim: int | None = None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return getattr(F, self.function)(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmax(_Along):
+    function = "softmax"
+
+
+class LogSoftmax(_Along):
+    function = "log_softmax"
+
+
+class Softmin(_Along):
+    function = "softmin"

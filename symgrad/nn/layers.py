@@ -1,0 +1,83 @@
+"""Layers with parameters or shapes: ``Identity``, ``Linear``, ``Flatten``, ``Unflatten``.
+
+Parameters are made as PyTorch makes them (``nn.init`` on the same generator, in the same
+order), so a seeded layer holds PyTorch's weights."""
+from __future__ import annotations
+
+import math
+
+from symgrad import creation, dtypes
+from symgrad.nn import functional as F
+from symgrad.nn import init
+from symgrad.nn.module import Module, Parameter
+
+
+def _empty(*shape, dtype=None, device=None) -> Parameter:
+    if device is not None and str(device).split(":")[0] != "cpu":
+        raise RuntimeError(f"symgrad runs on the CPU; device {device!r} is not available")
+    return Parameter(creation.zeros(*shape, dtype=dtype or dtypes.float32))
+
+
+class Identity(Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):
+        return input
+
+
+class Linear(Module):
+    """``y = x W^T + b``; W and b drawn as PyTorch's ``reset_parameters`` draws them."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = _empty(out_features, in_features, dtype=dtype, device=device)
+        if bias:
+            self.bias = _empty(out_features, dtype=dtype, device=device)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input):
+        if input.shape[-1:] != (self.in_features,):  # PyTorch's words, and which module
+            rows = math.prod(input.shape[:-1]) if input.dim() > 1 else 1
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{input.shape[-1] if input.dim() else 1} "
+                               f"and {self.in_features}x{self.out_features}) in {self!r} called on an input of shape "
+                               f"{tuple(input.shape)}")
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Flatten(Module):
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, input):
+        return input.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    def __init__(self, dim: int, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, input):
+        dim = self.dim % input.dim()
+        return input.reshape(*input.shape[:dim], *self.unflattened_size, *input.shape[dim + 1:])
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

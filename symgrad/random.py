@@ -1,0 +1,411 @@
+"""PyTorch's CPU random numbers, bit for bit: its generator and how each distribution draws.
+
+A seeded PyTorch script must print the same numbers under ``import symgrad as torch``, so this
+is PyTorch's CPU generator reproduced, not a generator of our own: the mt19937 engine seeded as
+PyTorch seeds it (NumPy's ``MT19937`` bit generator runs the engine once its key is set), the
+bits PyTorch keeps of each 32- or 64-bit draw, the order in which its kernels consume draws,
+and the arithmetic of its kernels to the last bit (their compiler fuses multiply-adds, so we
+do too, exactly).  Measured against PyTorch 2.13 on an x86-64 CPU with AVX2.
+
+The distributions return NumPy arrays; symgrad.creation makes tensors of them.  The module is
+also ``torch.random``'s mirror: ``manual_seed``, ``seed``, ``initial_seed``, ``get_rng_state``,
+``set_rng_state``.
+"""
+from __future__ import annotations
+
+import math
+import secrets
+
+import jax.numpy as jnp
+import numpy as np
+
+from symgrad import dtypes
+from symgrad.nodes import leaf
+from symgrad.tensor import Tensor
+
+DEFAULT_SEED = 67280421310721  # the seed of PyTorch's default CPU generator
+STATE_SIZE = 5056  # bytes in PyTorch's CPU generator state (get_rng_state)
+_N = 624  # words of mt19937 state
+_U64 = np.uint64
+
+
+def _seeded_key(seed: int) -> np.ndarray:
+    """The mt19937 state after seeding: Knuth's recurrence from the seed's low 32 bits."""
+    key = [seed & 0xFFFFFFFF]
+    for i in range(1, _N):
+        previous = key[-1]
+        key.append((1812433253 * (previous ^ (previous >> 30)) + i) & 0xFFFFFFFF)
+    return np.array(key, dtype=np.uint32)
+
+
+class Generator:
+    """``torch.Generator``: PyTorch's CPU generator, with its seed, state and cached normal."""
+
+    def __init__(self, device="cpu"):
+        if str(device) != "cpu":
+            raise RuntimeError(f"symgrad's random generators are CPU generators; got device {device!r}")
+        self._engine = np.random.MT19937(0)
+        self.manual_seed(DEFAULT_SEED)
+
+    @property
+    def device(self) -> dtypes.device:
+        return dtypes.CPU
+
+    def manual_seed(self, seed) -> "Generator":
+        seed = int(seed)
+        if not -2**63 <= seed < 2**64:
+            raise ValueError("Overflow when unpacking long long")
+        seed %= 2**64  # PyTorch reads a negative seed as its unsigned 64-bit pattern
+        self._initial_seed = seed
+        self._engine.state = {"bit_generator": "MT19937", "state": {"key": _seeded_key(seed), "pos": _N}}
+        self._fresh = True  # PyTorch's engine reads next=0 (not 624) until its first draw
+        self.next_double_normal = None  # the second Box-Muller value, kept for the next draw
+        self.next_float_normal = None  # kept only to round-trip PyTorch's state
+        return self
+
+    def seed(self) -> int:
+        """Seed with a non-deterministic number, as PyTorch does (53 bits), and return it."""
+        seed = secrets.randbits(53)
+        self.manual_seed(seed)
+        return seed
+
+    def initial_seed(self) -> int:
+        return self._initial_seed
+
+    def uint32(self, n: int) -> np.ndarray:
+        """``n`` 32-bit draws (as uint64), PyTorch's ``random()``."""
+        self._fresh = self._fresh and n == 0
+        return self._engine.random_raw(n).astype(_U64)
+
+    def uint64(self, n: int) -> np.ndarray:
+        """``n`` 64-bit draws, PyTorch's ``random64()``: two 32-bit draws, the first one high."""
+        pairs = self.uint32(2 * n).reshape(n, 2)
+        return (pairs[:, 0] << _U64(32)) | pairs[:, 1]
+
+    def get_state(self) -> Tensor:
+        """PyTorch's state bytes (as int64 values: symgrad has no uint8 dtype yet): the seed, the
+        mt19937 words and position, the cached normal values."""
+        return Tensor(leaf(jnp.asarray(self._state_bytes().astype(np.int64)), dtypes.int64))
+
+    def _state_bytes(self) -> np.ndarray:
+        engine = self._engine.state["state"]
+        pos = int(engine["pos"])
+        state = np.zeros(STATE_SIZE, dtype=np.uint8)
+        state[0:8].view(np.uint64)[0] = self._initial_seed
+        state[8:16].view(np.int32)[:] = (_N + 1 - pos, 1)  # left, seeded
+        state[16:24].view(np.uint64)[0] = 0 if self._fresh else pos  # next
+        state[24:5016].view(np.uint64)[:] = engine["key"]
+        if self.next_double_normal is not None:
+            state[5024:5032].view(np.float64)[0] = self.next_double_normal  # normal_y
+            state[5040:5044].view(np.int32)[0] = 1  # normal_is_valid
+        if self.next_float_normal is not None:
+            state[5048:5052].view(np.float32)[0] = self.next_float_normal
+            state[5052] = 1
+        return state
+
+    def set_state(self, state) -> "Generator":
+        """Take a state from ``get_state`` (symgrad's or PyTorch's: the bytes are the same)."""
+        state = np.ascontiguousarray(np.asarray(state), dtype=np.uint8)
+        if state.size != STATE_SIZE:
+            raise RuntimeError(f"Expected a CPUGeneratorImplState of size {STATE_SIZE} but found the input "
+                               f"RNG state size to be {state.size}")
+        left, seeded = (int(v) for v in state[8:16].view(np.int32))
+        next_ = int(state[16:24].view(np.uint64)[0])
+        if not seeded or not 0 < left <= _N or next_ > _N:
+            raise RuntimeError("Invalid mt19937 state")
+        key = state[24:5016].view(np.uint64).astype(np.uint32)
+        self._engine.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": _N + 1 - left}}
+        self._fresh = left == 1 and next_ == 0
+        self._initial_seed = int(state[0:8].view(np.uint64)[0])
+        valid_double = state[5040:5044].view(np.int32)[0]
+        self.next_double_normal = float(state[5024:5032].view(np.float64)[0]) if valid_double else None
+        self.next_float_normal = float(state[5048:5052].view(np.float32)[0]) if state[5052] else None
+        return self
+
+
+default_generator = Generator()
+
+
+def manual_seed(seed) -> Generator:
+    """``torch.manual_seed``: seed the default generator and return it."""
+    return default_generator.manual_seed(seed)
+
+
+def seed() -> int:
+    return default_generator.seed()
+
+
+def initial_seed() -> int:
+    return default_generator.initial_seed()
+
+
+def get_rng_state() -> Tensor:
+    return default_generator.get_state()
+
+
+def set_rng_state(new_state) -> None:
+    default_generator.set_state(new_state)
+
+
+# ----------------------------------------------------------------- exact fused multiply-add
+#
+# PyTorch's kernels are compiled with fused multiply-adds (a*b + c rounded once).  NumPy has none,
+# so they are computed exactly: float32 through float64 (the product is exact there, and a sum
+# rounded to odd in 53 bits rounds correctly to 24), float64 with error-free transformations
+# (Boldo and Melquiond's emulation of an FMA by rounding to odd).
+
+def _two_sum(a, b):
+    s = a + b
+    b_virtual = s - a
+    return s, (a - (s - b_virtual)) + (b - b_virtual)
+
+
+def _two_product(a, b):
+    p = a * b
+    a_high, b_high = _split(a), _split(b)
+    a_low, b_low = a - a_high, b - b_high
+    return p, ((a_high * b_high - p) + a_high * b_low + a_low * b_high) + a_low * b_low
+
+
+def _split(a):
+    scaled = 134217729.0 * a  # 2**27 + 1: Veltkamp's split into two 26-bit halves
+    return scaled - (scaled - a)
+
+
+def _round_to_odd(s, error):
+    """``s`` (a rounded sum whose exact error is ``error``) rounded to odd instead of nearest."""
+    bits = s.view(np.int64)
+    inexact_even = (error != 0) & ((bits & 1) == 0)
+    toward_error = np.where((error > 0) == (s > 0), 1, -1)
+    return np.where(inexact_even, bits + toward_error, bits).view(np.float64)
+
+
+def fma32(a, b, c) -> np.ndarray:
+    """a*b + c rounded once to float32.  The float64 sum rounds correctly to float32 unless it
+    lies exactly halfway between two float32 numbers (or among float32's subnormals): only
+    those few are recomputed, rounded to odd."""
+    a, b, c = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (a, b, c)))
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = a * b + c
+        result = s.astype(np.float32)
+        halfway = (s.view(np.int64) & 0x1FFFFFFF) == 0x10000000
+        hard = np.flatnonzero(halfway | (np.abs(s) < 2.0**-125))
+        if hard.size:
+            a, b, c = a.ravel()[hard], b.ravel()[hard], c.ravel()[hard]
+            exact = _round_to_odd(*_two_sum(a * b, c)).astype(np.float32)
+            result.ravel()[hard] = np.where(np.isfinite(exact), exact, result.ravel()[hard])
+    return result
+
+
+def fma64(a, b, c) -> np.ndarray:
+    """a*b + c rounded once: the product split exactly in two, the sum's tail rounded to odd."""
+    a, b, c = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (a, b, c)))
+    with np.errstate(invalid="ignore", over="ignore"):
+        product, product_error = _two_product(a, b)
+        high, low = _two_sum(c, product)
+        tail = _round_to_odd(*_two_sum(low, product_error))
+        plain = a * b + c
+        return np.where(np.isfinite(plain), high + tail, plain)
+
+
+def _fma(dtype):
+    return fma32 if dtype is dtypes.float32 else fma64
+
+
+# ----------------------------------------------------------------- uniform and integers
+
+_F32 = np.float32
+
+
+def _check_floating(dtype, kernel: str) -> None:
+    if dtype not in (dtypes.float32, dtypes.float64):
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{dtypes.torch_name(dtype)}\' '
+                                  "(symgrad draws float32 and float64)")
+
+
+def _unit(generator: Generator, n: int, dtype) -> np.ndarray:
+    """Uniform [0, 1): the low 24 bits of a 32-bit draw (float32) or 53 of a 64-bit one (float64)."""
+    if dtype is dtypes.float32:
+        return (generator.uint32(n) & _U64(2**24 - 1)).astype(np.float32) * _F32(2.0**-24)
+    return (generator.uint64(n) & _U64(2**53 - 1)).astype(np.float64) * 2.0**-53
+
+
+def uniform(generator: Generator, n: int, dtype, low: float = 0.0, high: float = 1.0) -> np.ndarray:
+    """``uniform_(low, high)``: ``u * (high - low) + low`` in the tensor's dtype, fused."""
+    _check_floating(dtype, "check_uniform_bounds")
+    unit = _unit(generator, n, dtype)
+    if (low, high) == (0, 1):  # u * 1 + 0 is u: rand() skips the multiply-add
+        return unit
+    low, high = dtype.numpy.type(low), dtype.numpy.type(high)
+    return _fma(dtype)(unit, high - low, low).astype(dtype.numpy)
+
+
+def random_from_to(generator: Generator, n: int, dtype, low: int, high: int) -> np.ndarray:
+    """``random_(low, high)`` and ``randint``: ``draw % (high - low) + low``, with 64-bit draws
+    from a span of 2**28 up (where a 32-bit modulo would skew the distribution by some 5%)."""
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    span = high - low
+    draws = (generator.uint64(n) if span >= 2**28 else generator.uint32(n)) % _U64(span)
+    return (draws.astype(np.int64) + np.int64(low)).astype(dtype.numpy)
+
+
+_RANDOM_MODULUS = {dtypes.int64: 2**63, dtypes.int32: 2**31, dtypes.float32: 2**24 + 1,
+                   dtypes.float64: 2**53 + 1, dtypes.bool_: 2}
+
+
+def integers(generator: Generator, n: int, dtype) -> np.ndarray:
+    """``random_()``: integers from 0 up to the dtype's maximum (its mantissa's, for floats)."""
+    wide = dtype in (dtypes.int64, dtypes.float64)
+    draws = generator.uint64(n) if wide else generator.uint32(n)
+    return (draws % _U64(_RANDOM_MODULUS[dtype])).astype(dtype.numpy)
+
+
+def randperm(generator: Generator, n: int, dtype=dtypes.int64) -> np.ndarray:
+    """PyTorch's Fisher-Yates: position i swaps with i + draw % (n - i), one 32-bit draw each."""
+    if n < 2:
+        return np.arange(n, dtype=dtype.numpy)
+    remaining = np.arange(n, 1, -1, dtype=np.uint64)
+    partners = (generator.uint32(n - 1) % remaining).astype(np.int64) + np.arange(n - 1)
+    permutation = list(range(n))
+    for i, j in enumerate(partners.tolist()):
+        permutation[i], permutation[j] = permutation[j], permutation[i]
+    return np.array(permutation, dtype=dtype.numpy)
+
+
+def bernoulli(generator: Generator, n: int, dtype, p) -> np.ndarray:
+    """``bernoulli_(p)``, ``u < p`` in ``dtype``: a number ``p`` (or an array of ``n`` float64
+    ones) is compared with a float64 uniform, an array of float32 ones with a float32 uniform."""
+    if not isinstance(p, np.ndarray):
+        if not 0 <= p <= 1:
+            raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+    elif not np.all((p >= 0) & (p <= 1)):
+        raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+    uniform_dtype = dtypes.float32 if getattr(p, "dtype", None) == np.float32 else dtypes.float64
+    return (_unit(generator, n, uniform_dtype) < p).astype(dtype.numpy)
+
+
+def exponential(generator: Generator, n: int, dtype, lambd: float = 1.0) -> np.ndarray:
+    """``exponential_(lambd)``: ``-1/lambd * log1p(-u)`` in float64 (the C library's log1p)."""
+    _check_floating(dtype, "exponential_cpu")
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+    log = np.fromiter(map(math.log1p, (-_unit(generator, n, dtypes.float64)).tolist()), np.float64, n)
+    return ((-1.0 / lambd) * log).astype(dtype.numpy)
+
+
+# ----------------------------------------------------------------- normal
+
+def normal(generator: Generator, n: int, dtype, mean: float = 0.0, std: float = 1.0) -> np.ndarray:
+    """``normal_(mean, std)`` as PyTorch's CPU kernel: Box-Muller one value at a time (keeping the
+    second value for the next call) below 16 elements, sixteen at a time from 16 up."""
+    _check_floating(dtype, "normal_kernel_cpu")
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    if n < 16:
+        return fma64(_standard_normals(generator, n), std, mean).astype(dtype.numpy)
+    mean, std = dtype.numpy.type(mean), dtype.numpy.type(std)
+    fill = _sixteen_float32 if dtype is dtypes.float32 else _sixteen_float64
+    values = np.empty(n, dtype=dtype.numpy)
+    whole = n - n % 16
+    values[:whole] = fill(_unit(generator, n, dtype)[:whole], mean, std)
+    if whole < n:  # the last 16 are drawn again and overwrite the tail
+        values[n - 16:] = fill(_unit(generator, 16, dtype), mean, std)
+    return values
+
+
+def _standard_normals(generator: Generator, n: int) -> np.ndarray:
+    """One Box-Muller pair per two values, in float64 with the C library's functions; the sine
+    half is kept on the generator and used first by the next draw."""
+    values = []
+    for _ in range(n):
+        if generator.next_double_normal is not None:
+            values.append(generator.next_double_normal)
+            generator.next_double_normal = None
+            continue
+        u = _unit(generator, 2, dtypes.float64).tolist()
+        radius = math.sqrt(-2.0 * math.log1p(-u[1]))
+        theta = 2.0 * math.pi * u[0]
+        generator.next_double_normal = radius * math.sin(theta)
+        values.append(radius * math.cos(theta))
+    return np.array(values, dtype=np.float64)
+
+
+def _blocks(uniforms: np.ndarray):
+    """Each block of 16 uniforms: its first 8 give the radii, its last 8 the angles."""
+    blocks = uniforms.reshape(-1, 16)
+    return blocks[:, :8], blocks[:, 8:]
+
+
+def _sixteen_float64(uniforms, mean, std):
+    """``r cos(t)`` then ``r sin(t)`` per block, with r = sqrt(-2 log(1 - u)) and t = 2 pi v, with
+    the C library's log, cos and sin (NumPy's own differ in the last bit)."""
+    u, v = _blocks(uniforms)
+    log = np.fromiter(map(math.log, (1.0 - u).ravel().tolist()), np.float64, u.size).reshape(u.shape)
+    radius = np.sqrt(-2.0 * log)
+    theta = (2.0 * math.pi * v).ravel().tolist()
+    cos = np.fromiter(map(math.cos, theta), np.float64, v.size).reshape(v.shape)
+    sin = np.fromiter(map(math.sin, theta), np.float64, v.size).reshape(v.shape)
+    return np.concatenate([fma64(radius * cos, std, mean), fma64(radius * sin, std, mean)], axis=1).ravel()
+
+
+def _sixteen_float32(uniforms, mean, std):
+    """The float32 blocks go through PyTorch's AVX2 kernel: Cephes-style polynomial log and sincos
+    in float32 arithmetic (sse_mathfun's), reproduced operation by operation below."""
+    u, v = _blocks(uniforms)
+    radius = np.sqrt(_F32(-2.0) * _log_float32(_F32(1.0) - u))
+    sin, cos = _sincos_float32(_F32(2.0 * math.pi) * v)
+    return np.concatenate([fma32(radius * cos, std, mean), fma32(radius * sin, std, mean)],
+                          axis=1).ravel()
+
+
+_LOG_POLYNOMIAL = tuple(_F32(c) for c in (
+    7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+    -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1))
+_LN2_HIGH, _LN2_LOW = _F32(0.693359375), _F32(-2.12194440e-4)
+
+
+def _log_float32(x: np.ndarray) -> np.ndarray:
+    """log of x in (0, 1]: x = m 2**e with m in [sqrt(1/2), sqrt(2)), log(m) by a polynomial in
+    m - 1, then e log 2 added in two parts.  Where the compiled kernel fuses, this fuses."""
+    bits = x.view(np.int32)
+    exponent = ((bits >> 23) - 126).astype(np.float32)
+    m = (bits & ~0x7F800000 | 0x3F000000).view(np.float32)  # in [0.5, 1)
+    small = m < _F32(0.707106781186547524)
+    exponent = exponent - np.where(small, _F32(1), _F32(0))
+    m = (m - _F32(1)) + np.where(small, m, _F32(0))
+    z = m * m
+    y = np.full_like(m, _LOG_POLYNOMIAL[0])
+    for c in _LOG_POLYNOMIAL[1:]:
+        y = fma32(y, m, c)
+    y = fma32(y * m, z, exponent * _LN2_LOW)
+    y = fma32(z, _F32(-0.5), y)
+    return fma32(exponent, _LN2_HIGH, m + y)
+
+
+_PI_OVER_4_PARTS = (_F32(-0.78515625), _F32(-2.4187564849853515625e-4), _F32(-3.77489497744594108e-8))
+_COS_POLYNOMIAL = (_F32(2.443315711809948e-5), _F32(-1.388731625493765e-3), _F32(4.166664568298827e-2))
+_SIN_POLYNOMIAL = (_F32(-1.9515295891e-4), _F32(8.3321608736e-3), _F32(-1.6666654611e-1))
+
+
+def _sincos_float32(x: np.ndarray):
+    """(sin x, cos x) for x >= 0: reduced to an octant by j = nearest even integer to x 4/pi, then
+    the sine and cosine polynomials, swapped and signed by j."""
+    j = (x * _F32(1.27323954473516)).astype(np.int32)
+    j = (j + 1) & ~1
+    y = j.astype(np.float32)
+    for part in _PI_OVER_4_PARTS:
+        x = fma32(y, part, x)
+    z = x * x
+    cos = fma32(fma32(np.full_like(z, _COS_POLYNOMIAL[0]), z, _COS_POLYNOMIAL[1]), z, _COS_POLYNOMIAL[2])
+    cos = fma32(cos * z, z, -(z * _F32(0.5))) + _F32(1)
+    sin = fma32(fma32(np.full_like(z, _SIN_POLYNOMIAL[0]), z, _SIN_POLYNOMIAL[1]), z, _SIN_POLYNOMIAL[2])
+    sin = fma32(sin * z, x, x)
+    sine_octant = (j & 2) == 0
+    sin_part = np.where(sine_octant, sin, _F32(0))
+    cos_part = np.where(sine_octant, _F32(0), cos)
+    sin_value = cos_part + sin_part
+    cos_value = (cos - cos_part) + (sin - sin_part)
+    sin_value = np.where((j & 4) != 0, -sin_value, sin_value)
+    cos_value = np.where(((j - 2) & 4) == 0, -cos_value, cos_value)
+    return sin_value, cos_value
