@@ -14,7 +14,7 @@ from benchmarks import workloads
 
 WORKLOADS = {"W1": workloads.w1_seed, "W2": workloads.w2_mlp, "W3": workloads.w3_logreg,
              "W4": workloads.w4_chain, "W5": workloads.w5_loop,
-             "W5b": lambda: workloads.w5_loop(optimizer=True)}
+             "W5b": lambda: workloads.w5_loop(optimizer=True), "W6": workloads.w6_mlp}
 
 
 def _cpu() -> str:
@@ -54,7 +54,7 @@ def _table(rows):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads (W1..W5)")
+    parser.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads (W1..W6)")
     args = parser.parse_args(argv)
     print(f"# symgrad benchmarks — {datetime.date.today()}, {_cpu()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}")

@@ -21,12 +21,12 @@ from benchmarks.timing import Turns, once
 F32 = dict(rtol=2e-4, atol=2e-5)
 
 
-def _agree(name, results):
-    """All systems' (value, grads...) equal to float32 tolerance."""
+def _agree(name, results, tolerance=F32):
+    """All systems' (value, grads...) equal to float32 tolerance (or ``tolerance``)."""
     reference_name, reference = next(iter(results.items()))
     for system, values in results.items():
         for a, b in zip(values, reference):
-            np.testing.assert_allclose(np.asarray(a), np.asarray(b), **F32,
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), **tolerance,
                                        err_msg=f"{name}: {system} disagrees with {reference_name}")
 
 
@@ -475,4 +475,81 @@ def w5_loop(iterations: int = 1000, lr: float = 0.1, optimizer: bool = False):
     codegen.deferred.finish_compiles()  # symgrad's fused chains, compiled while the warm-up ran
     rows = turns.measure(scale=1 / iterations)
     _agree("W5 final parameters", {k: (v,) for k, v in finals.items()})
+    return rows
+
+
+# ------------------------------------------------------------------------------- W6
+
+
+def _mlp_loop(T, X, Y, weights, steps: int, lr: float):
+    """A 784-512-512-10 MLP written with nn.Sequential, cross_entropy and optim.Adam, trained
+    torch-style for ``steps`` steps from ``weights`` (PyTorch's seeded init); its final weights."""
+    model = T.nn.Sequential(T.nn.Linear(784, 512), T.nn.ReLU(), T.nn.Linear(512, 512), T.nn.ReLU(),
+                            T.nn.Linear(512, 10))
+    model.load_state_dict({k: T.tensor(v) for k, v in weights.items()})
+    optimizer = T.optim.Adam(model.parameters(), lr=lr)
+    x, y = T.tensor(X), T.tensor(Y)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        T.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    return model[0].weight
+
+
+def w6_mlp(steps: int = 20, lr: float = 1e-3):
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((128, 784)).astype(np.float32)
+    Y = rng.integers(0, 10, 128)
+    symgrad.manual_seed(0)
+    init = symgrad.nn.Sequential(symgrad.nn.Linear(784, 512), symgrad.nn.ReLU(), symgrad.nn.Linear(512, 512),
+                                 symgrad.nn.ReLU(), symgrad.nn.Linear(512, 10))
+    weights = {k: v.numpy() for k, v in init.state_dict().items()}
+    finals, turns = {}, Turns(f"W6 MLP 784-512-512-10, batch 128, Adam (per step, {steps} steps)")
+
+    def symgrad_run():
+        return np.asarray(ready(_mlp_loop(symgrad, X, Y, weights, steps, lr)))
+
+    finals["symgrad torch-style"] = symgrad_run()
+    turns.whole("symgrad torch-style", symgrad_run)
+
+    names = list(weights)
+
+    @jax.jit
+    def jax_step(params, m, v, t):
+        def loss_fn(params):
+            h = X
+            for i in range(0, len(params), 2):
+                h = h @ params[i].T + params[i + 1]
+                if i + 2 < len(params):
+                    h = jax.nn.relu(h)
+            return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(h), Y[:, None], axis=1))
+        grads = jax.grad(loss_fn)(params)
+        m = [0.9 * mi + 0.1 * g for mi, g in zip(m, grads)]
+        v = [0.999 * vi + 0.001 * g * g for vi, g in zip(v, grads)]
+        step_size = lr / (1 - 0.9 ** t)
+        root = jnp.sqrt(1 - 0.999 ** t)
+        params = [p - step_size * mi / (jnp.sqrt(vi) / root + 1e-8) for p, mi, vi in zip(params, m, v)]
+        return params, m, v
+
+    def jax_run():
+        params = [jnp.asarray(weights[k]) for k in names]
+        m, v = [jnp.zeros_like(p) for p in params], [jnp.zeros_like(p) for p in params]
+        for t in range(1, steps + 1):
+            params, m, v = jax_step(params, m, v, t)
+        return np.asarray(jax.block_until_ready(params[0]))
+
+    finals["jax.jit (functional step)"] = jax_run()
+    turns.whole("jax.jit (functional step)", jax_run)
+
+    torch = torch_module()
+    if torch:
+        def torch_run():
+            return _mlp_loop(torch, X, Y, weights, steps, lr).detach().numpy()
+
+        finals["torch eager"] = torch_run()
+        _torch_turns(turns, torch, torch_run, whole=True)
+    codegen.deferred.finish_compiles()
+    rows = turns.measure(scale=1 / steps)
+    # Adam divides by sqrt(v): where a gradient is a rounding error, its step is still about lr
+    _agree("W6 final first-layer weights", {k: (v,) for k, v in finals.items()}, dict(rtol=2e-4, atol=steps * lr / 4))
     return rows
