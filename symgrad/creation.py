@@ -1,4 +1,5 @@
-"""Making tensors: from data, filled, random.  float32 by default, as PyTorch."""
+"""Making tensors: from data, filled, random.  Floats are the default dtype (float32 unless
+``set_default_dtype`` changed it), as PyTorch."""
 from __future__ import annotations
 
 from functools import partial
@@ -6,7 +7,7 @@ from functools import partial
 import jax.numpy as jnp
 import numpy as np
 
-from symgrad import dtypes, random
+from symgrad import devices, dtypes, random
 from symgrad.grad_mode import is_grad_enabled
 from symgrad.inplace import write_values
 from symgrad.nodes import leaf
@@ -36,13 +37,13 @@ def _infer_dtype(data) -> dtypes.dtype:
         return dtypes.from_numpy(first.dtype)
     array = np.asarray(data)
     if array.dtype.kind == "f":
-        return dtypes.float32 if not isinstance(data, np.ndarray) else dtypes.from_numpy(array.dtype)
+        return dtypes.get_default_dtype() if not isinstance(data, np.ndarray) else dtypes.from_numpy(array.dtype)
     if array.dtype.kind == "b":
         return dtypes.bool_
     if array.dtype.kind in "iu":
         return dtypes.int64 if not isinstance(data, np.ndarray) else dtypes.from_numpy(array.dtype)
     if array.size == 0:
-        return dtypes.float32
+        return dtypes.get_default_dtype()
     raise TypeError(f"can't make a tensor from {type(data).__name__} of dtype {array.dtype}")
 
 
@@ -54,8 +55,9 @@ def _unwrap(data):
     return data
 
 
-def tensor(data, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A new leaf holding a copy of ``data`` (nested lists, numbers, arrays, tensors)."""
+    devices.check(device)
     data = _unwrap(data)
     dtype = dtype or _infer_dtype(data)
     return _make(np.array(data, dtype=dtype.numpy), dtype, requires_grad)
@@ -82,63 +84,64 @@ def _size(size) -> tuple:
     return shape
 
 
-def full(size, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    devices.check(device)
     dtype = dtype or dtypes.default_for(fill_value)
     shape = _size((size,) if isinstance(size, int) else tuple(size))
     return _make(np.full(shape, fill_value, dtype.numpy), dtype, requires_grad)
 
 
-def ones(*dims, size=None, dtype=None, requires_grad: bool = False) -> Tensor:
-    return _make(np.ones(_size(dims if size is None else (size,))), dtype or dtypes.float32, requires_grad)
+def ones(*dims, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    devices.check(device)
+    return _make(np.ones(_size(dims if size is None else (size,))), dtype or dtypes.get_default_dtype(), requires_grad)
 
 
-def zeros(*dims, size=None, dtype=None, requires_grad: bool = False) -> Tensor:
-    return _make(np.zeros(_size(dims if size is None else (size,))), dtype or dtypes.float32, requires_grad)
+def zeros(*dims, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    devices.check(device)
+    return _make(np.zeros(_size(dims if size is None else (size,))), dtype or dtypes.get_default_dtype(), requires_grad)
 
 
-def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False) -> Tensor:
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    devices.check(device)
     for name, size in (("n", n), ("m", m)):
         if size is not None and size < 0:
             raise RuntimeError(f"{name} must be greater or equal to 0, got {size}")
-    return _make(np.eye(n, m), dtype or dtypes.float32, requires_grad)
+    return _make(np.eye(n, m), dtype or dtypes.get_default_dtype(), requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False) -> Tensor:
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    devices.check(device)
     if end is None:
         start, end = 0, start
     values = np.arange(start, end, step)
     floating = any(isinstance(v, float) for v in (start, end, step))
-    return _make(values, dtype or (dtypes.float32 if floating else dtypes.int64), requires_grad)
+    return _make(values, dtype or (dtypes.get_default_dtype() if floating else dtypes.int64), requires_grad)
 
 
-def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False) -> Tensor:
-    return _make(np.linspace(start, end, steps), dtype or dtypes.float32, requires_grad)
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    devices.check(device)
+    return _make(np.linspace(start, end, steps), dtype or dtypes.get_default_dtype(), requires_grad)
 
 
-def _like(fn, input: Tensor, dtype, requires_grad, **kwargs) -> Tensor:
-    return fn(size=tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad, **kwargs)
+def _like(fn, input: Tensor, dtype, requires_grad, device=None, **kwargs) -> Tensor:
+    return fn(size=tuple(input.shape), dtype=dtype or input.dtype, device=device, requires_grad=requires_grad,
+              **kwargs)
 
 
-def ones_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
-    return _like(ones, input, dtype, requires_grad)
+def ones_like(input: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _like(ones, input, dtype, requires_grad, device)
 
 
-def zeros_like(input: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
-    return _like(zeros, input, dtype, requires_grad)
+def zeros_like(input: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _like(zeros, input, dtype, requires_grad, device)
 
 
-def full_like(input: Tensor, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
-    return full(tuple(input.shape), fill_value, dtype=dtype or input.dtype, requires_grad=requires_grad)
+def full_like(input: Tensor, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return full(tuple(input.shape), fill_value, dtype=dtype or input.dtype, device=device,
+                requires_grad=requires_grad)
 
 
 # ----------------------------------------------------------------- random (PyTorch's numbers: symgrad.random)
-
-def _check_cpu(device) -> None:
-    """``device=`` may name the CPU (``"cpu"``, ``torch.device("cpu")``, a JAX CPU device)."""
-    name = device if device is None else getattr(device, "platform", None) or str(device)
-    if name not in (None, "cpu", "cpu:0"):
-        raise RuntimeError(f"symgrad draws random numbers on the CPU; got device={device!r}")
-
 
 def _draw(draw, shape: tuple, dtype, generator) -> np.ndarray:
     """``draw(generator, n, dtype)`` shaped, C-ordered as PyTorch fills a tensor."""
@@ -146,7 +149,7 @@ def _draw(draw, shape: tuple, dtype, generator) -> np.ndarray:
 
 
 def _random(draw, shape: tuple, dtype, requires_grad: bool, device, generator) -> Tensor:
-    _check_cpu(device)
+    devices.check(device)
     return _make(_draw(draw, shape, dtype, generator), dtype, requires_grad)
 
 
@@ -159,12 +162,12 @@ def _dims(dims: tuple, size) -> tuple:
 
 def rand(*dims, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Uniform on [0, 1)."""
-    return _random(random.uniform, _dims(dims, size), dtype or dtypes.float32, requires_grad, device, generator)
+    return _random(random.uniform, _dims(dims, size), dtype or dtypes.get_default_dtype(), requires_grad, device, generator)
 
 
 def randn(*dims, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Standard normal."""
-    return _random(random.normal, _dims(dims, size), dtype or dtypes.float32, requires_grad, device, generator)
+    return _random(random.normal, _dims(dims, size), dtype or dtypes.get_default_dtype(), requires_grad, device, generator)
 
 
 def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad: bool = False):
@@ -174,8 +177,8 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
         if size is None:
             raise TypeError("normal() with a float mean and std needs a size")
         draw = partial(random.normal, mean=mean, std=std)
-        return _random(draw, _size(tuple(size)), dtype or dtypes.float32, requires_grad, device, generator)
-    _check_cpu(device)
+        return _random(draw, _size(tuple(size)), dtype or dtypes.get_default_dtype(), requires_grad, device, generator)
+    devices.check(device)
     like = mean if isinstance(mean, Tensor) else std
     shape = np.broadcast_shapes(*(tuple(t.shape) for t in (mean, std) if isinstance(t, Tensor)))
     values = _draw(random.normal, shape, like.dtype, generator)

@@ -46,7 +46,7 @@ float64 = dtype("float64", FLOATING)
 
 ALL = (bool_, int32, int64, float16, float32, float64)
 _BY_NUMPY = {d.numpy: d for d in ALL}
-_DEFAULT_FOR_CATEGORY = {BOOLEAN: bool_, INTEGER: int64, FLOATING: float32}
+_DEFAULT_FOR_CATEGORY = {BOOLEAN: bool_, INTEGER: int64}
 
 
 def _by_name(name: str) -> dtype:
@@ -72,13 +72,27 @@ def torch_name(d: dtype) -> str:
     return _TORCH_NAMES[d.name]
 
 
+_default_float = [float32]  # torch.set_default_dtype's setting
+
+
+def get_default_dtype() -> dtype:
+    """The dtype of Python floats and of tensors made without one (float32 unless changed)."""
+    return _default_float[0]
+
+
+def set_default_dtype(d: dtype) -> None:
+    if not isinstance(d, dtype) or not d.is_floating_point:
+        raise TypeError("only floating-point types are supported as the default type")
+    _default_float[0] = d
+
+
 def default_for(value) -> dtype:
     """The dtype PyTorch gives a Python scalar."""
     if isinstance(value, bool):
         return bool_
     if isinstance(value, int):
         return int64
-    return float32
+    return _default_float[0]
 
 
 def promote(operands) -> dtype:
@@ -88,30 +102,40 @@ def promote(operands) -> dtype:
         group = [d for d, p in operands if p == priority]
         if group and max(d.category for d in group) == top:
             if priority == 0:
-                return _DEFAULT_FOR_CATEGORY[top]
+                return _default_float[0] if top == FLOATING else _DEFAULT_FOR_CATEGORY[top]
             return max((d for d in group if d.category == top), key=lambda d: d.itemsize)
     raise AssertionError("unreachable")
 
 
 class device:
-    """``torch.device``: everything here runs on the CPU (JAX's default device)."""
+    """``torch.device``: a type (``cpu``, ``cuda``) and an optional index; symgrad.devices maps
+    it to a JAX device."""
 
-    __slots__ = ("type",)
+    __slots__ = ("type", "index")
 
-    def __init__(self, type: str = "cpu"):
-        self.type = type
+    def __init__(self, type="cpu", index: int | None = None):
+        if isinstance(type, device):
+            type, index = type.type, type.index
+        elif isinstance(type, int):
+            raise RuntimeError("symgrad has no accelerator: a device given by index alone names one")
+        elif ":" in type:
+            type, _, number = type.partition(":")
+            if not number.isdigit():
+                raise RuntimeError(f"Invalid device string: '{type}:{number}'")
+            index = int(number)
+        self.type, self.index = type, index
 
     def __repr__(self):
-        return f"device(type='{self.type}')"
+        return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not None else ")")
 
     def __str__(self):
-        return self.type
+        return self.type + (f":{self.index}" if self.index is not None else "")
 
     def __eq__(self, other):
-        return str(other) == self.type
+        return str(other) == str(self)
 
     def __hash__(self):
-        return hash(self.type)
+        return hash(str(self))
 
 
 CPU = device("cpu")

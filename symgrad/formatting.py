@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from symgrad import dtypes
+
 PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = 4, 1000, 3, 80
 
 
@@ -102,11 +104,11 @@ def format_tensor(values: np.ndarray, dtype, grad_fn: str | None = None, require
     if values.size == 0:
         if values.ndim != 1:
             suffixes.append(f"size={tuple(values.shape)}")
-        if dtype.name != "float32":
+        if dtype is not dtypes.get_default_dtype():
             suffixes.append(f"dtype={dtype!r}")
         body = "[]"
     else:
-        if dtype.name not in ("float32", "int64", "bool"):
+        if dtype not in (dtypes.get_default_dtype(), dtypes.int64, dtypes.bool_):
             suffixes.append(f"dtype={dtype!r}")
         summarize = values.size > THRESHOLD
         fmt = _Formatter(_summarized(values) if summarize else values, dtype.is_floating_point)

@@ -241,7 +241,7 @@ def scalar(value) -> Node:
 
     Zeros (whose sign matters) and NaNs (unequal to themselves) are not shared.
     """
-    key = (value.__class__, value)
+    key = (value.__class__, value, dtypes.get_default_dtype())  # a float's dtype is the default's
     node = _scalars.get(key)
     if node is None:
         node = constant(value)

@@ -26,7 +26,9 @@ class Tensor:
     __slots__ = ("_node", "_grad", "_base", "__weakref__")
     __array_priority__ = 1000  # numpy defers to us: np.float32(0.1) * t is a Tensor, as in PyTorch
 
-    def __init__(self, node: Node):
+    def __init__(self, node: Node = None, *sizes):
+        if node.__class__ is not Node:  # torch.Tensor(data) or torch.Tensor(2, 3), PyTorch's legacy spelling
+            node = legacy_leaf(dtypes.get_default_dtype(), () if node is None else (node, *sizes))
         self._node = node
         self._grad = None
         self._base = None  # the tensor whose .data this is: in-place changes write through to it
@@ -249,6 +251,18 @@ class Tensor:
 DEEPCOPY_NON_LEAF = ("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at "
                      "the moment.  If you were attempting to deepcopy a module, this may be because of a "
                      "torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
+
+
+def legacy_leaf(dtype, args: tuple) -> Node:
+    """``torch.Tensor(...)``/``torch.FloatTensor(...)``: sizes (zeros here: PyTorch leaves the memory
+    uninitialised), data (a list, an array, a tensor), or nothing (an empty tensor)."""
+    if all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+        values = np.zeros(args if args else (0,))
+    elif len(args) == 1:
+        values = np.asarray(args[0].detach().numpy() if isinstance(args[0], Tensor) else args[0])
+    else:
+        raise TypeError(f"new() received an invalid combination of arguments - got {tuple(type(a).__name__ for a in args)}")
+    return leaf(jnp.asarray(values.astype(dtype.numpy)), dtype)
 
 
 def _unpickled(values: np.ndarray, requires_grad: bool) -> Tensor:

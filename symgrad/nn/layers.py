@@ -15,7 +15,7 @@ from symgrad.nn.module import Module, Parameter
 def _empty(*shape, dtype=None, device=None) -> Parameter:
     if device is not None and str(device).split(":")[0] != "cpu":
         raise RuntimeError(f"symgrad runs on the CPU; device {device!r} is not available")
-    return Parameter(creation.zeros(*shape, dtype=dtype or dtypes.float32))
+    return Parameter(creation.zeros(*shape, dtype=dtype or dtypes.get_default_dtype()))
 
 
 class Identity(Module):

@@ -35,7 +35,7 @@ def infer_elementwise(nodes, float_result=False):
             dtype = dtypes.promote([(n.dtype, priority(n)) for n in nodes])
             break
     if float_result and not dtype.is_floating_point:
-        dtype = dtypes.float32
+        dtype = dtypes.get_default_dtype()
     return shape, dtype
 
 

@@ -1,0 +1,74 @@
+"""Creation as PyTorch spells it: size=/device=/dtype= arguments, the legacy constructors, the
+default dtype, and devices that JAX has (a device it lacks is a RuntimeError, never a CPU tensor)."""
+import numpy as np
+import pytest
+
+import symgrad
+
+CALLS = {
+    "ones size=": lambda T: T.ones(size=(2, 3)),
+    "zeros device=": lambda T: T.zeros(2, device="cpu"),
+    "full device=": lambda T: T.full((2,), 1.5, device=T.device("cpu")),
+    "linspace device=": lambda T: T.linspace(-1, 1, 5, device="cpu"),
+    "arange device=": lambda T: T.arange(0, 3, device="cpu"),
+    "eye dtype=": lambda T: T.eye(2, dtype=T.float64),
+    "tensor device=": lambda T: T.tensor([1, 2], device="cpu"),
+    "ones_like device=": lambda T: T.ones_like(T.zeros(2), device="cpu"),
+    "Tensor(list)": lambda T: T.Tensor([1, 2]),
+    "Tensor(sizes)": lambda T: T.Tensor(2, 3).zero_(),
+    "Tensor()": lambda T: T.Tensor(),
+    "FloatTensor": lambda T: T.FloatTensor([1, 2]),
+    "LongTensor": lambda T: T.LongTensor([1.7, -2.5]),
+    "DoubleTensor(size)": lambda T: T.DoubleTensor(3).zero_(),
+    "BoolTensor": lambda T: T.BoolTensor([1, 0]),
+}
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_creation_arguments_and_legacy_constructors(torch, name):
+    ours, theirs = CALLS[name](symgrad), CALLS[name](torch)
+    assert str(ours.dtype) == str(theirs.dtype) and tuple(ours.shape) == tuple(theirs.shape)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_legacy_types_are_types(torch):
+    for T in (symgrad, torch):
+        assert isinstance(T.ones(1), T.FloatTensor) and not isinstance(T.ones(1), T.LongTensor)
+        assert isinstance(T.tensor([1]), T.LongTensor)
+
+
+def test_default_dtype(torch):
+    results = []
+    for T in (symgrad, torch):
+        T.set_default_dtype(T.float64)
+        try:
+            results.append((T.get_default_dtype(), T.tensor([1.5]).dtype, T.ones(2).dtype, T.Tensor([1]).dtype,
+                            (T.tensor([1, 2]) * 0.5).dtype, T.full((1,), 0.5).dtype, T.arange(0.0, 2.0).dtype,
+                            T.rand(2).dtype, T.nn.Linear(2, 1).weight.dtype, T.tensor([1, 2]).float().dtype,
+                            repr(T.tensor([1.5])), (T.tensor([1.0], dtype=T.float32) * 0.1).item()))
+            with pytest.raises(TypeError, match="only floating-point types"):
+                T.set_default_dtype(T.int64)
+        finally:
+            T.set_default_dtype(T.float32)
+        assert T.tensor([1.5]).dtype == T.float32
+    assert [str(r) for r in results[0]] == [str(r) for r in results[1]]
+
+
+@pytest.mark.parametrize("call", [lambda T: T.ones(2, device="cuda"), lambda T: T.tensor([1.0], device="cuda:1"),
+                                  lambda T: T.randn(2, device="cuda"), lambda T: T.zeros(1, device="meta:0x")],
+                         ids=["ones cuda", "tensor cuda:1", "randn cuda", "bad string"])
+def test_a_device_jax_lacks_is_refused(call):
+    if symgrad.cuda.is_available():
+        pytest.skip("JAX sees a GPU here")
+    with pytest.raises(RuntimeError):
+        call(symgrad)
+
+
+def test_device_objects_and_the_accelerator_namespaces(torch):
+    assert repr(symgrad.device("cuda:1")) == repr(torch.device("cuda:1")) == "device(type='cuda', index=1)"
+    assert str(symgrad.device("cuda", 0)) == str(torch.device("cuda", 0)) == "cuda:0"
+    assert symgrad.device("cpu") == "cpu" and symgrad.ones(1).device == symgrad.device("cpu")
+    assert symgrad.cuda.is_available() == (symgrad.cuda.device_count() > 0)
+    assert symgrad.accelerator.is_available() == (symgrad.accelerator.current_accelerator() is not None)
+    symgrad.set_default_device("cpu")
+    assert symgrad.get_default_device() == "cpu"
