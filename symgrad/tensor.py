@@ -19,7 +19,9 @@ from symgrad import dtypes, engine, kinds
 from symgrad.formatting import format_tensor
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled
+from symgrad.higher_order import gradient_node
 from symgrad.nodes import LEAF, Node, combine, grad_fn_of, lazy_leaf, leaf, outlived, scalar
+from symgrad.trace import gradient_path
 
 
 class Tensor:
@@ -104,9 +106,6 @@ class Tensor:
         return self
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        if create_graph:
-            raise NotImplementedError("backward(create_graph=True) is not supported: symgrad's higher-order "
-                                      "gradients come from symgrad.gradcheck / the functional API")
         root = self._node
         if not root.requires_grad:
             raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
@@ -116,7 +115,18 @@ class Tensor:
         seed = None if gradient is None else _gradient_node(gradient, root)
         if isinstance(inputs, Tensor):
             inputs = [inputs]
-        engine.backward(root, seed, bool(retain_graph), inputs)
+        if create_graph:
+            self._backward_creating_graph(seed, inputs)
+        else:
+            engine.backward(root, seed, bool(retain_graph), inputs)
+
+    def _backward_creating_graph(self, seed, inputs) -> None:
+        """Each ``.grad`` becomes a recorded gradient (symgrad.higher_order), added out of place to
+        what it held, as PyTorch does under ``create_graph``; the graph is kept."""
+        for node in gradient_path(self._node, inputs)[1]:
+            owner = node.owner()
+            gradient = Tensor(gradient_node(self._node, node, seed))
+            owner._grad = gradient if owner._grad is None else owner._grad + gradient
 
     def _set_grad(self, node: Node) -> None:
         """``backward`` filled this tensor's gradient: the same ``.grad`` tensor takes new values."""

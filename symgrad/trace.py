@@ -71,17 +71,21 @@ class Walk:
     def pending_leaves(self, upto: int):
         return tuple(i for i in range(upto) if self.order[i].op is LEAF and self.order[i].value is None)
 
-    def lower(self, program: Program, names=None):
+    def lower(self, program: Program, names=None, given=None):
         """Each node's expression in ``program``: inputs become symbols, ops their SymPy forms.
 
-        ``names`` maps ``id(node)`` to the name its input symbol should have.
+        ``names`` maps ``id(node)`` to the name its input symbol should have; ``given`` are the
+        expressions the inputs stand for instead, in order (a graph lowered again inside a
+        program that already has them: symgrad.higher_order).
         """
-        exprs, floats = [], []
+        exprs, floats, given = [], [], iter(given) if given is not None else None
         for position, node in enumerate(self.order):
             entry = self.entries[position]
             if self.floats_as_inputs and is_float_scalar(node):
                 floats.append(program.input((), "float64", "c"))  # a Python float is a double
                 exprs.append(floats[-1])
+            elif entry[0] is None and given is not None:
+                exprs.append(next(given))
             elif entry[0] is None:
                 hint = (names or {}).get(id(node)) or ("w" if node.requires_grad and node.op is LEAF else "x")
                 exprs.append(program.input(node.shape, node.dtype.name, hint))
