@@ -102,3 +102,46 @@ def test_higher_derivative_programs_grow_linearly_with_the_graph():
     for order, per_step in ((1, 5), (2, 9), (3, 17)):
         sizes = [_program_size(depth, order) for depth in (10, 20, 40)]
         assert sizes[1] - sizes[0] == 10 * per_step and sizes[2] - sizes[1] == 20 * per_step
+
+
+# ------------------------------------------------------------------ torch.autograd.functional
+
+X3 = np.array([0.5, -1.0, 2.0], np.float32)
+Y4 = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+V3 = np.array([1.0, 0.5, -2.0], np.float32)
+FUNCTIONAL = {
+    "jacobian of two outputs of two inputs": lambda T, AF: AF.jacobian(
+        lambda x, y: (T.sin(x) * y[:3], (x * x).sum() + y.sum()), (T.tensor(X3), T.tensor(Y4))),
+    "hessian": lambda T, AF: AF.hessian(lambda x: (T.tanh(x) ** 3).sum(), T.tensor(X3)),
+    "hessian of two inputs": lambda T, AF: AF.hessian(lambda x, y: (x * y[:3] ** 2).sum(), (T.tensor(X3), T.tensor(Y4))),
+    "vjp": lambda T, AF: AF.vjp(lambda x: T.exp(x) * x, T.tensor(X3), T.tensor(V3)),
+    "jvp": lambda T, AF: AF.jvp(lambda x: T.sin(x) * x, T.tensor(X3), T.tensor(V3)),
+    "hvp": lambda T, AF: AF.hvp(lambda x: (T.tanh(x) ** 3).sum(), T.tensor(X3), T.tensor(V3)),
+    "vhp": lambda T, AF: AF.vhp(lambda x: (T.tanh(x) ** 3).sum(), T.tensor(X3), T.tensor(V3)),
+}
+
+
+def _flatten(result):
+    if isinstance(result, (tuple, list)):
+        return [a for r in result for a in _flatten(r)]
+    return [result.detach().numpy()]
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONAL))
+def test_autograd_functional(torch, name):
+    ours = _flatten(FUNCTIONAL[name](symgrad, symgrad.autograd.functional))
+    theirs = _flatten(FUNCTIONAL[name](torch, torch.autograd.functional))
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert a.shape == b.shape
+        close(a, b)
+
+
+def test_functional_create_graph_and_strict(torch):
+    for T in (symgrad, torch):
+        AF = T.autograd.functional
+        x = T.tensor(X3, requires_grad=True)
+        _, (g,) = AF.vjp(lambda x: (x ** 3).sum(), (x,), create_graph=True)
+        assert g.requires_grad
+        with pytest.raises(RuntimeError, match="independent"):
+            AF.vjp(lambda x, y: (x * 2).sum(), (T.tensor(X3), T.tensor(Y4)), strict=True)

@@ -67,3 +67,6 @@ def differentiable_gradients(outputs, seeds, inputs) -> list:
                 term = Tensor(gradient_node(output._node, t._node, None if seed is None else as_node(seed)))
                 result[k] = term if result[k] is None else result[k] + term
     return result
+
+
+from symgrad.autograd import functional  # noqa: E402  (torch.autograd.functional; it uses grad above)
