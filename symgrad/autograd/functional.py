@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from symgrad.autograd import grad
+from symgrad.autograd.gradients import grad
 from symgrad.creation import tensor, zeros_like
 from symgrad.grad_mode import enable_grad
 from symgrad.ops.shape import stack

@@ -1,0 +1,68 @@
+"""``torch.autograd.backward`` and ``torch.autograd.grad``."""
+from __future__ import annotations
+
+from symgrad.creation import zeros_like
+from symgrad.higher_order import gradient_node
+from symgrad.tensor import Tensor, as_node
+from symgrad.trace import gradient_path
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, inputs=None):
+    tensors = [tensors] if not isinstance(tensors, (list, tuple)) else list(tensors)
+    grads = grad_tensors if isinstance(grad_tensors, (list, tuple)) else [grad_tensors] * len(tensors)
+    for k, (tensor, grad) in enumerate(zip(tensors, grads)):  # the graphs may share nodes: free them after the last
+        last = k == len(tensors) - 1
+        tensor.backward(grad, retain_graph=bool(retain_graph) or not last, inputs=inputs)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
+         is_grads_batched=False, materialize_grads=False):
+    """Gradients of ``outputs`` (one tensor or several, summed) w.r.t. ``inputs``, returned and
+    not accumulated into ``.grad``; with ``create_graph``, gradients that can be differentiated."""
+    inputs = [inputs] if not isinstance(inputs, (list, tuple)) else list(inputs)
+    outputs = [outputs] if not isinstance(outputs, (list, tuple)) else list(outputs)
+    seeds = grad_outputs if isinstance(grad_outputs, (list, tuple)) else [grad_outputs] * len(outputs)
+    allow_unused = materialize_grads if allow_unused is None else allow_unused
+    if materialize_grads and not allow_unused:
+        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
+                         "but got: allow_unused=False.")
+    if create_graph:
+        result = differentiable_gradients(outputs, seeds, inputs)
+    else:
+        result = _gradients(outputs, seeds, inputs, retain_graph)
+    if not allow_unused and any(r is None for r in result):
+        raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
+                           "Set allow_unused=True if this is the desired behavior.")
+    if materialize_grads:
+        result = [zeros_like(t) if r is None else r for r, t in zip(result, inputs)]
+    return tuple(result)
+
+
+def _gradients(outputs, seeds, inputs, retain_graph) -> list:
+    saved = [t._grad for t in inputs]
+    for t in inputs:
+        t._grad = None
+    try:
+        for k, (output, seed) in enumerate(zip(outputs, seeds)):
+            last = k == len(outputs) - 1
+            output.backward(seed, retain_graph=bool(retain_graph) or not last, inputs=inputs)
+        return [t._grad for t in inputs]
+    finally:
+        for t, g in zip(inputs, saved):
+            t._grad = g
+
+
+def differentiable_gradients(outputs, seeds, inputs) -> list:
+    """The gradients of ``outputs`` w.r.t. ``inputs`` as recorded tensors (None where unused)."""
+    result = [None] * len(inputs)
+    for output, seed in zip(outputs, seeds):
+        if not output.requires_grad:
+            raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+        if seed is None and output.numel() != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        reached = set(gradient_path(output._node, None)[0]) | {output._node}
+        for k, t in enumerate(inputs):
+            if t._node is output._node or any(t._node in n.inputs for n in reached):
+                term = Tensor(gradient_node(output._node, t._node, None if seed is None else as_node(seed)))
+                result[k] = term if result[k] is None else result[k] + term
+    return result
