@@ -9,7 +9,10 @@ JAX program is what ``jax.jit`` compiles, so after that a call is exactly a jitt
 Tensors the function reads from its closure are compiled in as constants with the values
 they had when it was traced, as ``jax.jit`` does with closures.  Called under ``no_grad``,
 it runs the forward program only and returns ``(value, None)``; an argument given as a
-tensor that does not require grad (``x.detach()``) gets ``None`` for its gradient.
+tensor that does not require grad (``x.detach()``) gets ``None`` for its gradient.  Given a
+tensor that requires grad (a parameter, or the argument of an outer compiled function), it
+records instead: the value and gradients are tensors with history, the gradients
+differentiable, so the chain from the arguments goes on (``create_graph``, as torch.func does).
 """
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ import functools
 import jax
 
 from symgrad import dtypes, engine
+from symgrad.autograd.gradients import differentiable_gradients
+from symgrad.creation import zeros_like
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad.nodes import leaf
@@ -41,6 +46,8 @@ class ValueAndGrad:
             grad_mode = _grad_state.enabled
             for a in args:
                 if isinstance(a, Tensor):
+                    if grad_mode and any(isinstance(t, Tensor) and t._node.requires_grad for t in args):
+                        return self._call_recording(args)
                     return self._call_with_tensors(args, grad_mode)
             return (arrays_only[grad_mode] or self._jit(grad_mode, None))(*args)
 
@@ -56,6 +63,19 @@ class ValueAndGrad:
             return _as_tensor(value), None
         grads = _as_tensor(grads) if self.single else tuple([_as_tensor(g) for g in grads])
         return _as_tensor(value), grads
+
+    def _call_recording(self, args):
+        """Arguments with history (an outer function being differentiated, or a tensor the caller
+        will call backward through): the value and gradients are recorded tensors, the gradients
+        differentiable (create_graph), so the chain from the arguments is not cut."""
+        tensors = [a if isinstance(a, Tensor) else Tensor(leaf(a, dtypes.from_numpy(a.dtype), k in self.argnums))
+                   for k, a in enumerate(args)]
+        out = self.fn(*tensors)
+        wanted = [tensors[k] for k in self.argnums]
+        found = differentiable_gradients([out], [None], wanted) if out.requires_grad else [None] * len(wanted)
+        grads = tuple(None if not t.requires_grad else zeros_like(t) if g is None else g  # detached: None
+                      for g, t in zip(found, wanted))
+        return out, grads[0] if self.single else grads
 
     def _jit(self, grad_mode, detached):
         jitted = self._jitted[(grad_mode, detached)] = jax.jit(functools.partial(self._trace, grad_mode, detached))

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import sympy as sp
 
+from symgrad import engine
 from symgrad.autodiff import reverse_mode
 from symgrad.grad_mode import is_grad_enabled
-from symgrad.nodes import Node
+from symgrad.nodes import CONST, LEAF, Node
 from symgrad.ops.registry import Op
 from symgrad.trace import Walk
 
@@ -30,6 +31,8 @@ def _build(p, node, *args):
     seed = args[-1] if seeded else sp.S.One
     given = [p.assign(a, i.shape, i.dtype.name, "x", fold=False) if not isinstance(a, sp.Symbol) else a
              for a, i in zip(args[:-1] if seeded else args, node.inputs)]
+    if len(walk.inputs) != len(given):
+        raise AssertionError("a gradient's graph changed its inputs since it was recorded")
     exprs = walk.lower(p, given=given)
     if target not in walk.index:
         return sp.S.Zero
@@ -44,9 +47,18 @@ GRADIENT = Op("gradient", "GradientBackward", _infer, _build, saves=True)
 
 
 def gradient_node(root: Node, target: Node, seed: Node | None) -> Node:
-    """The differentiable gradient of ``root`` (weighted by ``seed``) w.r.t. ``target``."""
+    """The differentiable gradient of ``root`` (weighted by ``seed``) w.r.t. ``target``.
+
+    Values the graph is still waiting for (pending leaves, results without history) are computed
+    first: the node's inputs must be the inputs of the same walk whenever it is lowered again."""
     walk = Walk()
     walk.add(root, True)
+    waiting = [n for n, e in zip(walk.order, walk.entries)
+               if e[0] is not None and n.value is None and (n.op is LEAF or not n.requires_grad) and n.op is not CONST]
+    if waiting:
+        engine.realize(waiting)
+        walk = Walk()
+        walk.add(root, True)
     inputs = [node for node, entry in zip(walk.order, walk.entries) if entry[0] is None]
     if seed is not None:
         inputs.append(seed)

@@ -145,3 +145,25 @@ def test_functional_create_graph_and_strict(torch):
         assert g.requires_grad
         with pytest.raises(RuntimeError, match="independent"):
             AF.vjp(lambda x, y: (x * 2).sum(), (T.tensor(X3), T.tensor(Y4)), strict=True)
+
+
+# ------------------------------------------------------------ compiled functions in a graph
+
+
+def test_a_compiled_gradient_inside_a_compiled_gradient():
+    """Was: [0, 0] (the inner function's arguments were new leaves, cut from the outer trace)."""
+    inner = symgrad.grad(lambda y: (y ** 3).sum())
+    outer = symgrad.value_and_grad(lambda y: inner(y).sum())
+    value, gradient = outer(np.array([1.0, 2.0]))
+    assert float(value) == 15.0
+    np.testing.assert_array_equal(np.asarray(gradient), [6.0, 12.0])
+
+
+def test_a_compiled_gradient_of_a_tensor_with_history_keeps_the_chain(torch):
+    """Was: g had no history, so backward through it gave [3, 12] (torch.func's answer: 9x^2)."""
+    f = symgrad.value_and_grad(lambda a: (a ** 3).sum())
+    x = symgrad.tensor([1.0, 2.0], requires_grad=True)
+    value, g = f(x)
+    (g * x).sum().backward()
+    assert value.item() == 9.0 and g.grad_fn is not None
+    np.testing.assert_array_equal(x.grad.numpy(), [9.0, 36.0])
