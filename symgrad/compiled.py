@@ -27,7 +27,7 @@ from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad.nodes import leaf
 from symgrad.tensor import Tensor
-from symgrad.trace import Trace, walk_of
+from symgrad.tracing import Trace, walk_of
 
 
 class ValueAndGrad:

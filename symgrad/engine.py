@@ -32,7 +32,7 @@ import codegen.emit as emitter
 from codegen import deferred, speed
 from symgrad import replay
 from symgrad.nodes import CONST, leaf, program_ran
-from symgrad.trace import BackwardPlan, Walk, forward_program, gradient_path, is_float_scalar
+from symgrad.tracing import BackwardPlan, Walk, forward_program, gradient_path, is_float_scalar
 
 FREED_MESSAGE = ("Trying to backward through the graph a second time (or directly access saved tensors "
                  "after they have already been freed). Saved intermediate values of the graph are freed when "

@@ -16,7 +16,7 @@ from symgrad.autodiff import reverse_mode
 from symgrad.grad_mode import is_grad_enabled
 from symgrad.nodes import CONST, LEAF, Node
 from symgrad.ops.registry import Op
-from symgrad.trace import Walk
+from symgrad.tracing import Walk
 
 
 def _infer(nodes, root, target, seeded):

@@ -11,7 +11,7 @@ import sympy as sp
 
 from symgrad import engine
 from symgrad.creation import as_tensor
-from symgrad.trace import BackwardPlan, Trace, forward_program, walk_of
+from symgrad.tracing import BackwardPlan, Trace, forward_program, walk_of
 
 
 def _inline(program, exprs):

@@ -21,7 +21,7 @@ from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled
 from symgrad.higher_order import gradient_node
 from symgrad.nodes import LEAF, Node, combine, grad_fn_of, lazy_leaf, leaf, outlived, scalar
-from symgrad.trace import gradient_path
+from symgrad.tracing import gradient_path
 
 
 class Tensor:

@@ -119,7 +119,7 @@ def test_a_repeated_step_neither_walks_the_graph_nor_infers_shapes(monkeypatch):
     """After warm-up, backward finds its program from the root's kind, and recording an op
     of a known kind skips the op's shape rule."""
     import symgrad.engine as engine
-    import symgrad.trace as trace
+    import symgrad.tracing as tracing
     from symgrad import kinds
     from symgrad.ops.linalg import MATMUL
 
@@ -134,11 +134,11 @@ def test_a_repeated_step_neither_walks_the_graph_nor_infers_shapes(monkeypatch):
         raise AssertionError("a repeated step must not walk the graph or infer shapes")
 
     monkeypatch.setattr(engine, "Walk", forbidden)
-    monkeypatch.setattr(trace, "Walk", forbidden)
+    monkeypatch.setattr(tracing, "Walk", forbidden)
     monkeypatch.setattr(MATMUL, "infer", forbidden)
     _seed_step(x, y, w, b)
     monkeypatch.undo()
-    np.testing.assert_allclose(w.detach().numpy(), expected_w, rtol=1e-6)
+    np.testing.assert_allclose(w.detach().numpy(), expected_w, rtol=1e-6, atol=1e-7)  # an entry near 0 keeps float32 rounding
 
 
 def _seed_gradient(x, y, w, b):

@@ -6,7 +6,7 @@ import pytest
 
 import symgrad
 from codegen.emit import live_assignments
-from symgrad.trace import BackwardPlan
+from symgrad.tracing import BackwardPlan
 
 RNG = np.random.default_rng(0)
 W = RNG.standard_normal((4, 3)).astype(np.float32)

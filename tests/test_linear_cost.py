@@ -5,7 +5,7 @@ import numpy as np
 
 import symgrad as torch
 from codegen.emit import live_assignments
-from symgrad.trace import BackwardPlan, Walk, forward_program
+from symgrad.tracing import BackwardPlan, Walk, forward_program
 
 
 def _chain(depth, n=4):

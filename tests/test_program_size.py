@@ -12,7 +12,7 @@ import pytest
 
 from codegen.emit import live_assignments
 from op_cases import cases, make_inputs, symgrad_args
-from symgrad.trace import BackwardPlan, Walk, forward_program
+from symgrad.tracing import BackwardPlan, Walk, forward_program
 from symgrad.tensor import apply
 
 CASES = [c for c in cases()]

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import symgrad as torch
 from codegen.emit import emit
 from codegen.reroll import MIN_STEPS
-from symgrad.trace import BackwardPlan, Walk, forward_program
+from symgrad.tracing import BackwardPlan, Walk, forward_program
 from symgrad.ir import Program
 
 

@@ -35,7 +35,7 @@ from test_reroll import (assert_backward_matches, backward_against_torch, backwa
 import symgrad
 from codegen.emit import emit, live_assignments
 from codegen.reroll import MIN_STEPS, find_loops
-from symgrad.trace import BackwardPlan, Walk, forward_program
+from symgrad.tracing import BackwardPlan, Walk, forward_program
 from symgrad.ir import Program
 
 # ------------------------------------------------------------------------------ helpers

@@ -4,7 +4,7 @@ from __future__ import annotations
 from symgrad.creation import zeros_like
 from symgrad.higher_order import gradient_node
 from symgrad.tensor import Tensor, as_node
-from symgrad.trace import gradient_path
+from symgrad.tracing import gradient_path
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, inputs=None):

@@ -11,7 +11,7 @@ from symgrad import dtypes, engine
 from symgrad.ir import Program
 from symgrad.nodes import leaf
 from symgrad.tensor import Tensor
-from symgrad.trace import Trace, vjp_program, walk_of
+from symgrad.tracing import Trace, vjp_program, walk_of
 
 
 def as_float64(value) -> np.ndarray:
