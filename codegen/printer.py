@@ -23,6 +23,7 @@ ELEMENTWISE = {
     "isnan": "jnp.isnan", "isinf": "jnp.isinf", "isfinite": "jnp.isfinite", "logical_not": "jnp.logical_not",
     "logical_and": "jnp.logical_and", "logical_or": "jnp.logical_or", "logical_xor": "jnp.logical_xor",
     "remainder": "jnp.remainder", "maximum": "jnp.maximum", "minimum": "jnp.minimum", "floor_divide": "jnp.floor_divide", "clamp": "jnp.clip",
+    "root": "jnp.sqrt",
 }
 
 DTYPES = {"float16": "jnp.float16", "float32": "jnp.float32", "float64": "jnp.float64",
@@ -189,6 +190,39 @@ class JaxPrinter(StrPrinter):
 
     def _print_ReduceMin(self, expr):
         return self._reduction("jnp.min", expr)
+
+    def _print_ReduceProd(self, expr):
+        x, axis, keepdim = expr.args[:3]
+        return f"jnp.prod({self._print(x)}, axis={int(axis)}, keepdims={bool(keepdim)})"
+
+    def _print_ArgMax(self, expr):
+        x, axis, keepdim = expr.args
+        return f"jnp.argmax({self._print(x)}, axis={int(axis)}, keepdims={bool(keepdim)})"
+
+    def _print_ArgMin(self, expr):
+        x, axis, keepdim = expr.args
+        return f"jnp.argmin({self._print(x)}, axis={int(axis)}, keepdims={bool(keepdim)})"
+
+    def _print_ArgSort(self, expr):
+        x, axis, descending = expr.args
+        return f"jnp.argsort({self._print(x)}, axis={int(axis)}, stable=True, descending={bool(descending)})"
+
+    def _print_TakeAlong(self, expr):
+        x, indices, axis = expr.args
+        return f"jnp.take_along_axis({self._print(x)}, {self._print(indices)}, axis={int(axis)})"
+
+    def _print_PutAlong(self, expr):
+        g, indices, axis = (self._print(a) for a in expr.args[:3])
+        return (f"jnp.put_along_axis(jnp.zeros({_axes(expr.args[3])}, dtype={g}.dtype), {indices}, {g}, "
+                f"axis={axis}, inplace=False)")
+
+    def _print_CumSum(self, expr):
+        x, axis, reverse = expr.args
+        return f"jax.lax.cumsum({self._print(x)}, axis={int(axis)}, reverse={bool(reverse)})"
+
+    def _print_CumProd(self, expr):
+        x, axis, reverse = expr.args
+        return f"jax.lax.cumprod({self._print(x)}, axis={int(axis)}, reverse={bool(reverse)})"
 
     def _print_LogSumExp(self, expr):
         return self._reduction("jax.nn.logsumexp", expr)

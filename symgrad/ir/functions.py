@@ -296,10 +296,21 @@ class hardswish(_RealFunction):
         return select(less_equal(x, -3), sp.S.Zero, select(less(x, 3), x / 3 + sp.Rational(1, 2), sp.S.One))
 
 
+class root(_RealFunction):
+    """sqrt whose derivative is 0 where the root is 0: PyTorch masks ``grad / (2 * result)`` there
+    in the backward of norm and std, so a zero vector's gradient is 0, not NaN."""
+
+    nargs = 1
+    numeric = staticmethod(np.sqrt)
+
+    def fdiff(self, argindex=1):
+        return select(equal(self, 0), sp.S.Zero, 1 / (2 * self))
+
+
 ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, binary_cross_entropy, binary_cross_entropy_with_logits, step, relu, equal, greater, greater_equal, less,
                          less_equal, not_equal, select, floor, ceil, rint, trunc, sign, isnan, isinf, isfinite,
                          logical_not, logical_and, logical_or, logical_xor, floor_divide, remainder, clamp,
-                         maximum, minimum, hardtanh, hardswish, rerouted)
+                         maximum, minimum, hardtanh, hardswish, rerouted, root)
 
 
 # ---------------------------------------------------------------------------- structural
@@ -500,6 +511,146 @@ class ReduceMin(ReduceMax):
     display = "min"
 
 
+class ArgMax(Structural):
+    """The index of the first largest entry along ``axis`` (a NaN counts as largest), as int64:
+    PyTorch's tie rule for max(dim) and argmax.  Indices carry no gradient."""
+
+    display = "argmax"
+
+    def shape(self, shape_of):
+        return reduced_shape(shape_of(self.args[0]), (int(self.args[1]),), bool(self.args[2]))
+
+    def dtype(self, dtype_of):
+        return "int64"
+
+    def vjp(self, p, g, out):
+        return []
+
+
+class ArgMin(ArgMax):
+    """The index of the first smallest entry (a NaN counts as smallest too, as in PyTorch)."""
+
+    display = "argmin"
+
+
+class ArgSort(ArgMax):
+    """The stable sorting permutation along ``axis`` (``args[2]``: descending), NaN counting as
+    the largest value, as PyTorch sorts."""
+
+    display = "argsort"
+
+    def shape(self, shape_of):
+        return shape_of(self.args[0])
+
+
+class TakeAlong(Structural):
+    """``x``'s entries at ``indices`` along ``axis`` (arrays of equal rank): the values of
+    max(dim), sort and topk.  The gradient goes to those entries and exact zeros elsewhere, as
+    PyTorch's value_selecting_reduction_backward scatters into zeros."""
+
+    display = "take_along"
+    arity = 2
+
+    def shape(self, shape_of):
+        return shape_of(self.args[1])
+
+    def vjp(self, p, g, out):
+        x, indices, axis = self.args
+        g = p.materialize(g, p.shape_of(out), p.dtype_of(out))
+        return [(x, p.put_along(g, indices, int(axis), p.shape_of(x)))]
+
+
+class PutAlong(Structural):
+    """An array of zeros of shape ``args[3]`` with ``g`` written at ``indices`` along ``axis``."""
+
+    display = "put_along"
+    arity = 2
+
+    def shape(self, shape_of):
+        return _ints(self.args[3])
+
+    def vjp(self, p, g, out):
+        source, indices, axis, _ = self.args
+        g = p.materialize(g, p.shape_of(out), p.dtype_of(out))
+        return [(source, p.take_along(g, indices, int(axis)))]
+
+
+class CumSum(Structural):
+    """Running sums along ``axis``, from the end when ``args[2]`` (reverse); the gradient is the
+    running sum of g the other way."""
+
+    display = "cumsum"
+
+    def shape(self, shape_of):
+        return shape_of(self.args[0])
+
+    def vjp(self, p, g, out):
+        x, axis, reverse = self.args
+        g = p.materialize(g, p.shape_of(out), p.dtype_of(out))
+        return [(x, p.cumulative(g, int(axis), reverse=not reverse))]
+
+
+class CumProd(Structural):
+    """Running products along ``axis`` (from the end when ``args[2]``), with PyTorch's gradient.
+
+    Where no entry of the input is 0: reversed_cumsum(g * out) / x.  Otherwise, per slice, with z
+    its first zero: before z, the reversed sum of ``g * out`` over the entries before z, over x;
+    at z, prod(x[:z]) * sum_{j >= z} g_j prod(x[z+1:j+1]); after z, exact zeros.
+    """
+
+    display = "cumprod"
+
+    def shape(self, shape_of):
+        return shape_of(self.args[0])
+
+    def vjp(self, p, g, out):
+        x, axis, reverse = self.args
+        axis, reverse, shape, dtype = int(axis), bool(reverse), p.shape_of(x), p.dtype_of(x)
+        g = p.materialize(g, shape, dtype)
+        if shape[axis] == 1:
+            return [(x, g)]
+        is_zero = p.assign(equal(x, 0), shape, "bool", "is_zero")
+        zeros_so_far = p.cumulative(p.astype(is_zero, "int64"), axis, reverse)
+        before = p.assign(equal(zeros_so_far, 0), shape, "bool", "before_zero")
+        first = p.assign(logical_and(equal(zeros_so_far, 1), is_zero), shape, "bool", "first_zero")
+        back = not reverse
+        early = p.cumulative(p.assign(select(before, g * out, sp.S.Zero), shape, dtype, "weighted"), axis, back)
+        head = p.cumprod(p.assign(select(before, x, sp.S.One), shape, dtype, "up_to_zero"), axis, reverse)
+        tail = p.cumprod(p.assign(select(logical_or(before, first), sp.S.One, x), shape, dtype, "after_zero"), axis,
+                         reverse)
+        late = p.cumulative(p.assign(g * tail, shape, dtype, "weighted"), axis, back)
+        slices_with_zero = p.reduce_sum(p.astype(first, "int64"), tuple(range(len(shape))), False)
+        per_slice = select(before, early / x, select(first, head * late, sp.S.Zero))
+        no_zero = p.cumulative(p.assign(g * out, shape, dtype, "weighted"), axis, back) / x
+        return [(x, select(equal(slices_with_zero, 0), no_zero, per_slice))]
+
+
+class ReduceProd(Structural):
+    """The product along one axis (``args[1]``), with PyTorch's gradient: ``g * out / x`` where
+    the input has no zero at all; otherwise ``g`` times the products of the entries before and
+    after each one (exact with zeros); for the product of a whole tensor (``args[3]``) with two
+    zeros or more, exact zeros."""
+
+    display = "prod"
+
+    def shape(self, shape_of):
+        return reduced_shape(shape_of(self.args[0]), (int(self.args[1]),), bool(self.args[2]))
+
+    def vjp(self, p, g, out):
+        x, axis, keepdim, whole = self.args
+        axis, shape, dtype = int(axis), p.shape_of(x), p.dtype_of(x)
+        if not numel(shape):
+            return []
+        g = p.expand_reduced(g, shape, (axis,), bool(keepdim))
+        out = p.expand_reduced(out, shape, (axis,), bool(keepdim))
+        zeros = p.reduce_sum(p.astype(p.assign(equal(x, 0), shape, "bool", "is_zero"), "int64"),
+                             tuple(range(len(shape))), False)
+        others = ieee.mul(g, p.exclusive_product(x, axis), p.exclusive_product(x, axis, reverse=True))
+        if whole:
+            others = select(equal(zeros, 1), others, sp.S.Zero)
+        return [(x, select(equal(zeros, 0), ieee.mul(g, out / x), others))]
+
+
 class Reshape(Structural):
     display = "reshape"
     def shape(self, shape_of):
@@ -685,6 +836,7 @@ class Concatenate(Structural):
 
 
 STRUCTURAL_PRIMITIVES = (Concatenate, Matmul, ReduceSum, LogSumExp, LogSoftmax, Softmax, ReduceMax, ReduceMin,
+                         ArgMax, ArgMin, ArgSort, TakeAlong, PutAlong, CumSum, CumProd, ReduceProd,
                          Reshape, BroadcastTo, Permute, AsType, OneHot, Index, IndexAdd, StopGradient)
 
 

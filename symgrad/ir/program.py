@@ -11,9 +11,10 @@ from collections import Counter
 
 import sympy as sp
 
-from symgrad.ir.functions import (AsType, BroadcastTo, Concatenate, Index, IndexAdd, LogSoftmax, LogSumExp, Matmul,
-                                  OneHot, Permute, ReduceMax, ReduceMin, ReduceSum, Reshape, Softmax, StopGradient,
-                                  Structural, broadcast_shapes, numel, reduced_shape, select)
+from symgrad.ir.functions import (ArgMax, ArgMin, ArgSort, AsType, BroadcastTo, Concatenate, CumProd, CumSum, Index,
+                                  IndexAdd, LogSoftmax, LogSumExp, Matmul, OneHot, Permute, PutAlong, ReduceMax,
+                                  ReduceMin, ReduceProd, ReduceSum, Reshape, Softmax, StopGradient, Structural,
+                                  TakeAlong, broadcast_shapes, numel, reduced_shape, select)
 
 
 class Program:
@@ -164,6 +165,41 @@ class Program:
         ``max()`` of a whole tensor (functions.ReduceMax)."""
         head = ReduceMin if smallest else ReduceMax
         return self._structural(head, x, sp.Tuple(*sorted(axes)), sp.true if keepdim else sp.false,
+                                sp.true if whole else sp.false)
+
+    def arg_reduce(self, x, axis: int, keepdim: bool, smallest: bool = False):
+        """The int64 index of the first largest (smallest) entry along ``axis``."""
+        return self._structural(ArgMin if smallest else ArgMax, x, sp.Integer(axis), sp.true if keepdim else sp.false)
+
+    def argsort(self, x, axis: int, descending: bool):
+        return self._structural(ArgSort, x, sp.Integer(axis), sp.true if descending else sp.false)
+
+    def take_along(self, x, indices, axis: int):
+        return self._structural(TakeAlong, x, indices, sp.Integer(axis))
+
+    def put_along(self, g, indices, axis: int, shape):
+        return self._structural(PutAlong, g, indices, sp.Integer(axis), sp.Tuple(*shape))
+
+    def cumulative(self, x, axis: int, reverse: bool = False):
+        """Running sums of x along ``axis`` (from the end when ``reverse``)."""
+        return self._structural(CumSum, x, sp.Integer(axis), sp.true if reverse else sp.false)
+
+    def cumprod(self, x, axis: int, reverse: bool = False):
+        return self._structural(CumProd, x, sp.Integer(axis), sp.true if reverse else sp.false)
+
+    def exclusive_product(self, x, axis: int, reverse: bool = False):
+        """The product of the entries before each one along ``axis`` (after it, if ``reverse``)."""
+        shape, dtype = self.shape_of(x), self.dtype_of(x)
+        n = shape[axis]
+        kept = [(1, 0, m, 1) for m in shape]
+        kept[axis] = (1, 1, n, 1) if reverse else (1, 0, n - 1, 1)
+        one = self.materialize(sp.S.One, (*shape[:axis], 1, *shape[axis + 1:]), dtype)
+        parts = [self.index(x, kept), one] if reverse else [one, self.index(x, kept)]
+        return self.cumprod(self.concatenate(parts, axis, shape, dtype), axis, reverse)
+
+    def reduce_prod(self, x, axis: int, keepdim: bool, whole: bool = False):
+        """The product along ``axis``; ``whole``: x is a whole tensor flattened (ReduceProd)."""
+        return self._structural(ReduceProd, x, sp.Integer(axis), sp.true if keepdim else sp.false,
                                 sp.true if whole else sp.false)
 
     def astype(self, x, dtype: str):
