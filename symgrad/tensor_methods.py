@@ -22,11 +22,6 @@ def _to(self, *args, **kwargs):
     return S.to_dtype(self, target) if target is not None else self
 
 
-def _setitem(self, key, value):
-    raise NotImplementedError("indexed assignment (x[i] = v) is not supported yet; build the tensor "
-                              "out of place (for example with torch.where once it exists) instead")
-
-
 METHODS = {
     "__pos__": lambda a: a,
     "zero_": lambda a: fill_inplace(a, 0, "ZeroBackward0"),
@@ -40,7 +35,6 @@ METHODS = {
     "int": lambda a: S.to_dtype(a, dtypes.int32),
     "bool": lambda a: S.to_dtype(a, dtypes.bool_),
     "cpu": lambda a: a,
-    "__setitem__": _setitem,
     "uniform_": creation.uniform_, "normal_": creation.normal_, "random_": creation.random_,
     "exponential_": creation.exponential_, "bernoulli_": creation.bernoulli_, "bernoulli": creation.bernoulli,
     "T": property(S.matrix_transpose),

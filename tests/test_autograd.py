@@ -285,8 +285,6 @@ def test_indexing_second_derivatives_and_bad_indices():
         x[3]
     with pytest.raises(ValueError, match="step must be greater than zero"):
         x[::-1]
-    with pytest.raises(NotImplementedError, match="basic indexing"):
-        x[[0, 1]]
 
 
 def test_backward_inputs_may_be_one_tensor_but_not_empty():

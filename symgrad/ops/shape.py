@@ -1,12 +1,15 @@
-"""Ops that move elements without computing: reshape, transpose, unsqueeze, dtype casts."""
+"""Ops that move elements without computing: reshape, transpose, unsqueeze, dtype casts, basic indexing,
+joining and splitting, flips, rolls, repeats, triangles and diagonals."""
 from __future__ import annotations
 
 import math
 
 import jax.numpy as jnp
+import numpy as np
 
 from symgrad import dtypes
 from symgrad.ir import broadcast_shapes, index_shape, python_index
+from symgrad.ir import indexing as IX
 from symgrad.ops.dims import dim_index, normalize_dims
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import apply
@@ -117,40 +120,6 @@ INDEX = register(Op("index", _index_name, lambda nodes, spec: (index_shape(nodes
                     examples=(Example(((3, 4, 5),), (((0, 1),),)), Example(((3, 4, 5),), (((1, 0, 3, 1), (0, 2)),)),
                               Example(((3, 4, 5),), (((1, 1, 3, 1),),)), Example(((3, 4, 5),), (((1, 0, 3, 2), (2,)),)),
                               Example(((3, 4),), (((2,), (1, 0, 3, 1), (1, 0, 4, 1)),)))))
-
-
-@INDEX.publish(Names(method=("__getitem__",)))
-def getitem(input, key):
-    """``x[key]`` for integers, slices (positive steps), None and Ellipsis."""
-    key = key if isinstance(key, tuple) else (key,)
-    if any(not (k is None or k is Ellipsis or isinstance(k, (int, slice))) or isinstance(k, bool) for k in key):
-        raise NotImplementedError("symgrad supports basic indexing (integers, slices, None, ...); indexing with "
-                                  "tensors, lists, arrays or masks is not supported yet")
-    shape = tuple(input.shape)
-    consuming = sum(1 for k in key if k is not None and k is not Ellipsis)
-    if consuming > len(shape):
-        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
-    if key.count(Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    if Ellipsis in key:
-        at = key.index(Ellipsis)
-        key = key[:at] + (slice(None),) * (len(shape) - consuming) + key[at + 1:]
-    spec, d = [], 0
-    for k in key:
-        if k is None:
-            spec.append((2,))
-            continue
-        size = shape[d]
-        if isinstance(k, int):
-            if not -size <= k < size:
-                raise IndexError(f"index {k} is out of bounds for dimension {d} with size {size}")
-            spec.append((0, k % size))
-        else:
-            if k.step is not None and k.step <= 0:
-                raise ValueError("step must be greater than zero")
-            spec.append((1, *k.indices(size)))
-        d += 1
-    return apply(INDEX, input, attrs=(tuple(spec),))
 
 
 def _shape_arg(shape):
@@ -348,3 +317,268 @@ def vstack(tensors):
     """Rows: tensors below two dimensions become rows first."""
     tensors = [t.reshape(1, -1) if t.ndim < 2 else t for t in _tensor_list("vstack", tensors)]
     return cat(tensors, 0)
+
+
+# ---------------------------------------------------------------- pieces, flips, repeats
+
+
+def _piece_spec(shape, dim, sizes, piece):
+    start = sum(sizes[:piece])
+    return tuple((1, start, start + sizes[piece], 1) if d == dim else (1, 0, n, 1) for d, n in enumerate(shape))
+
+
+def _infer_piece(nodes, dim, sizes, piece, name):
+    shape = nodes[0].shape
+    out = index_shape(shape, _piece_spec(shape, dim, sizes, piece))
+    return (out[:dim] + out[dim + 1:] if name == "UnbindBackward0" else out), nodes[0].dtype
+
+
+def _build_piece(p, node, x):
+    dim, sizes, piece, name = node.attrs
+    return p.reshape(p.index(x, _piece_spec(node.inputs[0].shape, dim, sizes, piece)), node.shape)
+
+
+def _torch_piece(t, x, dim, sizes, piece, name):
+    """The piece PyTorch's split, split_with_sizes or unbind gives."""
+    if name == "UnbindBackward0":
+        return x.unbind(dim)[piece]
+    return x.split(list(sizes) if name == "SplitWithSizesBackward0" else sizes[0], dim)[piece]
+
+
+PIECE = register(Op("piece", lambda nodes, dim, sizes, piece, name: name, _infer_piece, _build_piece, saves=False,
+                    reference=lambda x, dim, sizes, piece, name: (
+                        jnp.split(x, np.cumsum(sizes)[:-1], dim)[piece].squeeze(dim) if name == "UnbindBackward0"
+                        else jnp.split(x, np.cumsum(sizes)[:-1], dim)[piece]),
+                    torch_fn=_torch_piece,
+                    examples=(Example(((5, 3),), (0, (2, 2, 1), 2, "SplitBackward0")),
+                              Example(((2, 5),), (1, (1, 4), 1, "SplitWithSizesBackward0")),
+                              Example(((2, 3),), (1, (1, 1, 1), 1, "UnbindBackward0")))))
+
+
+def _pieces(input, dim, sizes, name):
+    return tuple(apply(PIECE, input, attrs=(dim, tuple(sizes), i, name)) for i in range(len(sizes)))
+
+
+@PIECE.publish(Names(function=("split",), method=("split",)))
+def split(tensor, split_size_or_sections, dim: int = 0):
+    dim = dim_index(dim, tensor.ndim)
+    size = tensor.shape[dim]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        if step < 0:
+            raise RuntimeError(f"split expects split_size be non-negative, but got split_size={step}")
+        if step == 0 and size:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {size}")
+        count = max(-(-size // step), 1) if step else 1
+        return _pieces(tensor, dim, [min(step, size - i * step) for i in range(count)], "SplitBackward0")
+    sizes = [int(s) for s in split_size_or_sections]
+    if sum(sizes) != size or any(s < 0 for s in sizes):
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's size at "
+                           f"dimension {dim}), but got split_sizes={sizes}")
+    return _pieces(tensor, dim, sizes, "SplitWithSizesBackward0")
+
+
+@PIECE.publish(Names(function=("chunk",), method=("chunk",)))
+def chunk(input, chunks: int, dim: int = 0):
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    size = input.shape[dim_index(dim, input.ndim)]
+    step = -(-size // chunks)
+    if step == 0:  # an empty dimension: chunks empty pieces
+        return _pieces(input, dim_index(dim, input.ndim), [0] * chunks, "SplitBackward0")
+    return split(input, step, dim)
+
+
+@PIECE.publish(Names(function=("unbind",), method=("unbind",)))
+def unbind(input, dim: int = 0):
+    if input.ndim == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    dim = dim_index(dim, input.ndim)
+    return _pieces(input, dim, [1] * input.shape[dim], "UnbindBackward0")
+
+
+def _same(nodes, *attrs):
+    return nodes[0].shape, nodes[0].dtype
+
+
+FLIP = register(Op("flip", "FlipBackward0", _same, lambda p, node, x: IX.flip(p, x, node.attrs[0]), saves=False,
+                   reference=lambda x, axes: jnp.flip(x, axes), torch_fn=lambda t, x, axes: t.flip(x, axes),
+                   examples=(Example(((3, 4),), ((0,),)), Example(((2, 3, 4),), ((0, 2),)))))
+
+
+@FLIP.publish(Names(function=("flip",), method=("flip",)))
+def flip(input, *dims):
+    dims = _shape_arg(dims)
+    return apply(FLIP, input, attrs=(normalize_dims(dims, input.ndim),))
+
+
+def _build_roll(p, node, x):
+    shifts, axes = node.attrs
+    if axes is None:  # the flattened tensor, rolled
+        flat = p.reshape(x, (math.prod(node.shape),))
+        return p.reshape(IX.roll(p, flat, shifts, (0,)), node.shape)
+    return IX.roll(p, x, shifts, axes)
+
+
+ROLL = register(Op("roll", "RollBackward0", _same, _build_roll, saves=False,
+                   reference=lambda x, shifts, axes: jnp.roll(x, shifts if axes else shifts[0], axes),
+                   torch_fn=lambda t, x, shifts, axes: t.roll(x, shifts, axes),
+                   examples=(Example(((3, 4),), ((1,), (0,))), Example(((2, 3, 4),), ((-1, 5), (2, 1))),
+                             Example(((3, 4),), ((2,), None)))))
+
+
+@ROLL.publish(Names(function=("roll",), method=("roll",)))
+def roll(input, shifts, dims=None):
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(int(s) for s in shifts)
+    if dims is None:
+        if len(shifts) != 1:
+            raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:0")
+        size = input.numel()
+        return apply(ROLL, input, attrs=((shifts[0] % size if size else 0,), None))
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if not shifts:
+        raise RuntimeError("`shifts` required")
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    if input.ndim == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    axes = tuple(dim_index(d, input.ndim) for d in dims)
+    sizes = [input.shape[a] for a in axes]
+    return apply(ROLL, input, attrs=(tuple(s % n if n else 0 for s, n in zip(shifts, sizes)), axes))
+
+
+def _infer_repeat(nodes, repeats):
+    (x,) = nodes
+    if len(repeats) < len(x.shape):
+        raise ValueError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
+    shape = (1,) * (len(repeats) - len(x.shape)) + tuple(x.shape)
+    out = [r * n for r, n in zip(repeats, shape)]
+    if any(r < 0 for r in repeats):
+        negative = next(o for o in out if o < 0)
+        raise ValueError(f"Trying to create tensor with negative dimension {negative}: {out}")
+    return tuple(out), x.dtype
+
+
+def _build_repeat(p, node, x):
+    """Each axis as (repeats, size): x broadcast along the repeats, then merged."""
+    (repeats,) = node.attrs
+    shape = (1,) * (len(repeats) - len(node.inputs[0].shape)) + tuple(node.inputs[0].shape)
+    spread = tuple(v for n in shape for v in (1, n))
+    tiled = tuple(v for r, n in zip(repeats, shape) for v in (r, n))
+    wide = p.broadcast_to(p.reshape(x, spread), tiled)
+    return p.reshape(p.materialize(wide, tiled, node.dtype.name), node.shape)
+
+
+REPEAT = register(Op("repeat", "RepeatBackward0", _infer_repeat, _build_repeat, saves=False,
+                     reference=lambda x, repeats: jnp.tile(x, repeats),
+                     torch_fn=lambda t, x, repeats: x.repeat(*repeats),
+                     examples=(Example(((2, 3),), ((2, 1),)), Example(((3,),), ((2, 1, 2),)),
+                               Example(((),), ((3,),)))))
+
+
+@REPEAT.publish(Names(method=("repeat",)))
+def repeat(input, *repeats):
+    return apply(REPEAT, input, attrs=(_shape_arg(repeats),))
+
+
+@REPEAT.publish(Names(function=("tile",), method=("tile",)))
+def tile(input, dims):
+    dims = tuple(int(d) for d in dims)
+    return repeat(input, *((1,) * (input.ndim - len(dims)) + dims))
+
+
+def _infer_triangle(nodes, k, upper):
+    (x,) = nodes
+    if len(x.shape) < 2:
+        raise ValueError(f"{'triu' if upper else 'tril'}: input tensor must have at least 2 dimensions")
+    return x.shape, x.dtype
+
+
+TRIANGLE = register(Op("triangle", lambda nodes, k, upper: "TriuBackward0" if upper else "TrilBackward0",
+                       _infer_triangle, lambda p, node, x: IX.triangle(p, x, *node.attrs), saves=False,
+                       reference=lambda x, k, upper: (jnp.triu if upper else jnp.tril)(x, k),
+                       torch_fn=lambda t, x, k, upper: (t.triu if upper else t.tril)(x, k),
+                       examples=(Example(((3, 4),), (0, False)), Example(((2, 4, 3),), (-1, True)),
+                                 Example(((3, 3),), (1, False)))))
+
+
+@TRIANGLE.publish(Names(function=("tril",), method=("tril",)))
+def tril(input, diagonal: int = 0):
+    return apply(TRIANGLE, input, attrs=(int(diagonal), False))
+
+
+@TRIANGLE.publish(Names(function=("triu",), method=("triu",)))
+def triu(input, diagonal: int = 0):
+    return apply(TRIANGLE, input, attrs=(int(diagonal), True))
+
+
+def _infer_diagonal(nodes, offset, axis1, axis2, name):
+    shape = nodes[0].shape
+    rest = tuple(n for d, n in enumerate(shape) if d not in (axis1, axis2))
+    return (*rest, IX.diagonal_length(shape[axis1], shape[axis2], offset)), nodes[0].dtype
+
+
+DIAGONAL = register(Op("diagonal", lambda nodes, offset, axis1, axis2, name: name, _infer_diagonal,
+                       lambda p, node, x: IX.diagonal(p, x, *node.attrs[:3]), saves=False,
+                       reference=lambda x, offset, axis1, axis2, name: jnp.diagonal(x, offset, axis1, axis2),
+                       torch_fn=lambda t, x, offset, axis1, axis2, name: (
+                           t.diag(x, offset) if name == "DiagonalBackward0_copy"
+                           else t.diagonal(x, offset, axis1, axis2)),
+                       examples=(Example(((3, 4),), (1, 0, 1, "DiagonalBackward0")),
+                                 Example(((2, 3, 4),), (-1, 2, 0, "DiagonalBackward0")),
+                                 Example(((4, 3),), (-1, 0, 1, "DiagonalBackward0_copy")))))
+
+
+@DIAGONAL.publish(Names(function=("diagonal",), method=("diagonal",)))
+def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
+    axis1, axis2 = dim_index(dim1, input.ndim), dim_index(dim2, input.ndim)
+    if axis1 == axis2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return apply(DIAGONAL, input, attrs=(int(offset), axis1, axis2, "DiagonalBackward0"))
+
+
+def _infer_diag_embed(nodes, offset):
+    (length,) = nodes[0].shape
+    n = length + abs(offset)
+    return (n, n), nodes[0].dtype
+
+
+DIAG_EMBED = register(Op("diag_embed", "DiagEmbedBackward0", _infer_diag_embed,
+                         lambda p, node, x: IX.diag_embed(p, x, node.attrs[0], *node.shape), saves=False,
+                         reference=lambda x, offset: jnp.diag(x, offset),
+                         torch_fn=lambda t, x, offset: t.diag(x, offset),
+                         examples=(Example(((3,),), (0,)), Example(((2,),), (-2,)))))
+
+
+@DIAG_EMBED.publish(Names(function=("diag",), method=("diag",)))
+def diag(input, diagonal: int = 0):
+    """A vector's diagonal matrix, or a matrix's diagonal (PyTorch names its backward DiagonalBackward0_copy)."""
+    if input.ndim == 1:
+        return apply(DIAG_EMBED, input, attrs=(int(diagonal),))
+    if input.ndim != 2:
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
+    return apply(DIAGONAL, input, attrs=(int(diagonal), 0, 1, "DiagonalBackward0_copy"))
+
+
+def _infer_trace(nodes):
+    (x,) = nodes
+    if len(x.shape) != 2:
+        raise ValueError(f"trace: expected a matrix, but got tensor with dim {len(x.shape)}")
+    return (), dtypes.int64 if x.dtype.is_integer else x.dtype
+
+
+def _build_trace(p, node, x):
+    values = p.astype(IX.diagonal(p, x, 0, 0, 1), node.dtype.name)
+    return p.reduce_sum(values, (0,), False)
+
+
+TRACE = register(Op("trace", "TraceBackward0", _infer_trace, _build_trace, saves=False,
+                    reference=lambda x: jnp.trace(x), torch_fn=lambda t, x: t.trace(x),
+                    examples=(Example(((3, 4),)), Example(((3, 3),)))))
+
+
+@TRACE.publish(Names(function=("trace",), method=("trace",)))
+def trace(input):
+    if input.dtype is dtypes.bool_ and input.ndim == 2:
+        raise NotImplementedError("\"trace\" not implemented for 'Bool'")
+    return apply(TRACE, input)
