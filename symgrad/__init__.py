@@ -19,8 +19,9 @@ from symgrad.tensor import Tensor  # noqa: E402
 from symgrad.devices import accelerator, cuda, get_default_device, set_default_device  # noqa: E402
 from symgrad.legacy_types import (BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor,  # noqa: E402
                                   LongTensor)
-from symgrad.ops import (activations as _a, elementwise as _e, functions as _f, indexing as _i,  # noqa: E402,F401
-                         linalg as _l, logical as _g, reductions as _r, shape as _s, sorting as _o)  # (registering)
+from symgrad.ops import (activations as _a, convolution as _c, elementwise as _e, functions as _f,  # noqa: E402,F401
+                         indexing as _i, linalg as _l, logical as _g, reductions as _r, shape as _s,
+                         sorting as _o)  # (registering their ops)
 from symgrad import nn, autograd, optim, symbolic  # noqa: E402
 from symgrad import tensor_methods as _methods  # noqa: E402,F401  (attaches the methods that are no op's)
 from symgrad.namespace import publish as _publish  # noqa: E402

@@ -1,4 +1,6 @@
-"""``torch.nn.functional``: activations and losses, each built from IR primitives.
+"""``torch.nn.functional``: losses, softmax, embeddings, padding and the functions PyTorch composes
+(normalize, bilinear, dropout), each built from IR primitives or, where PyTorch composes a function
+from other ops, composed the same way (so its grad_fn is PyTorch's).
 
 The losses are numerically stable by construction: they are written through ``softplus``
 and ``logsumexp``, which lower to stable JAX forms and whose derivatives (``sigmoid``,
@@ -11,12 +13,19 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
+import sympy as sp
 
 from symgrad import dtypes, engine, ir
+from symgrad.creation import zeros_like
+from symgrad.grad_mode import is_grad_enabled
 from symgrad.ir import ieee
+from symgrad.ir.indexing import take
+from symgrad.ir.linalg import Flip, Pad, emit
 from symgrad.ops.dims import dim_index
+from symgrad.ops.elementwise import MINIMUM, elementwise, where
+from symgrad.ops.linalg import einsum
 from symgrad.ops.registry import Example, Names, Op, register
-from symgrad.tensor import Tensor, apply
+from symgrad.tensor import apply
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -59,6 +68,37 @@ BCE = register(Op(
         (t - 1) * jnp.maximum(jnp.log1p(-q), -100) - t * jnp.maximum(jnp.log(q), -100), reduction),
     torch_fn=lambda torch, q, t, reduction: torch.nn.functional.binary_cross_entropy(q, t, reduction=reduction),
     examples=_loss_examples((3,), (4, 5)), domain=("unit", "unit")))
+
+def _infer_weighted(nodes, reduction, *flags):
+    shape, dtype = _infer_pair(nodes[:2], reduction)
+    if reduction == "none":
+        shape = ir.broadcast_shapes(*(n.shape for n in nodes))
+    return shape, dtype
+
+
+def _logits_loss(x, t, *weights, flags):
+    """(1 - t) x + l softplus(-x), l = (pos_weight - 1) t + 1, times weight: PyTorch's form."""
+    has_weight, has_pos_weight = flags
+    weights = list(weights)
+    weight = weights.pop(0) if has_weight else None
+    if has_pos_weight:
+        log_weight = ieee.unevaluated(lambda pw, t: (pw - 1) * t + 1, weights.pop(0), t)
+        loss = ieee.unevaluated(lambda x, t, lw: (1 - t) * x + lw * ir.softplus(-x), x, t, log_weight)
+    else:
+        loss = ir.binary_cross_entropy_with_logits(x, t)
+    return loss if weight is None else ieee.unevaluated(lambda a, w: a * w, loss, weight)
+
+
+# With a weight (or pos_weight) that PyTorch refuses to differentiate: no generic examples, whose
+# inputs all require grad; tests/test_nn_functional.py checks them against PyTorch.
+BCE_WITH_LOGITS_WEIGHTED = register(Op(
+    "binary_cross_entropy_with_logits_weighted", "BinaryCrossEntropyWithLogitsBackward0", _infer_weighted,
+    lambda p, node, x, t, *weights: _reduce(p, node, _logits_loss(x, t, *weights, flags=node.attrs[1:]), "bce")))
+
+BCE_WEIGHTED = register(Op(
+    "binary_cross_entropy_weighted", "BinaryCrossEntropyBackward0", _infer_weighted,
+    lambda p, node, q, t, w: _reduce(p, node, ieee.unevaluated(lambda a, w: a * w, ir.binary_cross_entropy(q, t), w),
+                                     "bce")))
 
 MSE = register(Op(
     "mse_loss", "MseLossBackward0", _infer_pair,
@@ -150,8 +190,9 @@ def _infer_nll(nodes, reduction, ignore_index):
     return (target.shape if reduction == "none" else ()), logp.dtype
 
 
-def _nll(p, node, logp, target):
-    """-log p[target] per item, zero where target == ignore_index; the mean is over the others."""
+def _nll(p, node, logp, target, *weight):
+    """-w[target] log p[target] per item (w = 1 without a weight), zero where target ==
+    ignore_index; the mean divides by the kept items' weights."""
     reduction, ignore_index = node.attrs
     logp_shape, target_shape = node.inputs[0].shape, node.inputs[1].shape
     axis = _class_axis(logp_shape)
@@ -164,6 +205,12 @@ def _nll(p, node, logp, target):
     # Selected, not multiplied by masks: another class's inf or NaN, and an ignored item's, stay
     # out of the loss and its gradient, as PyTorch's gather and skip keep them.
     per_item = p.reduce_sum(p.assign(ir.select(picked, -moved, 0), full, dtype, "nll"), (len(full) - 1,), False)
+    share = kept
+    if weight:
+        chosen = p.reduce_sum(p.assign(ir.select(picked, weight[0], 0), full, dtype, "class_weight"),
+                              (len(full) - 1,), False)
+        per_item = p.assign(per_item * chosen, target_shape, dtype, "weighted")
+        share = p.assign(ir.select(kept, chosen, 0), target_shape, dtype, "kept_weight")
     per_item = p.assign(ir.select(kept, per_item, 0), target_shape, dtype, "nll_kept")
     if reduction == "none":
         return per_item
@@ -171,7 +218,7 @@ def _nll(p, node, logp, target):
     total = p.reduce_sum(per_item, everything, False, shape=target_shape)
     if reduction == "sum":
         return total
-    return p.assign(total / p.reduce_sum(kept, everything, False, shape=target_shape), (), dtype, "nll_mean")
+    return p.assign(total / p.reduce_sum(share, everything, False, shape=target_shape), (), dtype, "nll_mean")
 
 
 def _reference_nll(logp, t, reduction, ignore_index):
@@ -192,6 +239,10 @@ NLL = register(Op(
     domain=("real", "label")))
 
 
+NLL_WEIGHTED = register(Op(
+    "nll_loss_weighted", NLL.grad_fn, lambda nodes, *attrs: _infer_nll(nodes[:2], *attrs), _nll))
+
+
 def _reduction(reduction):
     if reduction not in REDUCTIONS:
         raise ValueError(f"{reduction} is not a valid value for reduction")
@@ -210,23 +261,32 @@ def _unsupported(name, **options):
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
-    if weight is not None or size_average is not None or reduce is not None or pos_weight is not None:
-        _unsupported("binary_cross_entropy_with_logits", weight=weight, size_average=size_average,
-                     reduce=reduce, pos_weight=pos_weight)
+    if size_average is not None or reduce is not None:
+        _unsupported("binary_cross_entropy_with_logits", size_average=size_average, reduce=reduce)
     _same_size(input, target)
-    return apply(BCE_WITH_LOGITS, input, target, attrs=(_reduction(reduction),))
+    reduction = _reduction(reduction)
+    if weight is None and pos_weight is None:
+        return apply(BCE_WITH_LOGITS, input, target, attrs=(reduction,))
+    _not_differentiable("binary_cross_entropy_with_logits", weight=weight, pos_weight=pos_weight)
+    weights = [w for w in (weight, pos_weight) if w is not None]
+    return apply(BCE_WITH_LOGITS_WEIGHTED, input, target, *weights,
+                 attrs=(reduction, weight is not None, pos_weight is not None))
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
-    if weight is not None or size_average is not None or reduce is not None:
-        _unsupported("binary_cross_entropy", weight=weight, size_average=size_average, reduce=reduce)
+    if size_average is not None or reduce is not None:
+        _unsupported("binary_cross_entropy", size_average=size_average, reduce=reduce)
     _same_size(input, target)
     if target.dtype is not input.dtype:
         raise RuntimeError(f"Found dtype {dtypes.torch_name(target.dtype)} but expected {dtypes.torch_name(input.dtype)}")
     values = _known_values(input)
     if values is not None and not np.all((values >= 0) & (values <= 1)):
         raise RuntimeError("all elements of input should be between 0 and 1")
-    return apply(BCE, input, target, attrs=(_reduction(reduction),))
+    if weight is None:
+        return apply(BCE, input, target, attrs=(_reduction(reduction),))
+    _not_differentiable("binary_cross_entropy", weight=weight)
+    ir.broadcast_shapes(tuple(weight.shape), tuple(input.shape))
+    return apply(BCE_WEIGHTED, input, target, weight, attrs=(_reduction(reduction),))
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
@@ -300,21 +360,74 @@ def _softmax(op, input, dim, dtype):
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
-    if weight is not None or size_average is not None or reduce is not None:
-        _unsupported("nll_loss", weight=weight, size_average=size_average, reduce=reduce)
-    _check_labels(target, input.shape[_class_axis(input.shape)] if input.ndim else 0, ignore_index)
-    return apply(NLL, input, target, attrs=(_reduction(reduction), int(ignore_index)))
+    if size_average is not None or reduce is not None:
+        _unsupported("nll_loss", size_average=size_average, reduce=reduce)
+    classes = input.shape[_class_axis(input.shape)] if input.ndim else 0
+    _check_labels(target, classes, ignore_index)
+    attrs = (_reduction(reduction), int(ignore_index))
+    if weight is None:
+        return apply(NLL, input, target, attrs=attrs)
+    _not_differentiable("nll_loss_forward", weight=weight)
+    if tuple(weight.shape) != (classes,):
+        raise RuntimeError(f"weight tensor should be defined either for all {classes} classes or no classes but "
+                           f"got weight tensor of shape: {list(weight.shape)}")
+    return apply(NLL_WEIGHTED, input, target, weight, attrs=attrs)
+
+
+def _not_differentiable(function, **inputs):
+    """PyTorch refuses, when the call is made, a weight that requires grad."""
+    from_grad_mode = is_grad_enabled()
+    for name, tensor in inputs.items():
+        if tensor is not None and tensor.requires_grad and from_grad_mode:
+            raise RuntimeError(f"The function '{function}' is not differentiable with respect to argument '{name}'. "
+                               "This input cannot have requires_grad True.")
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
-    if isinstance(target, Tensor) and target.dtype.is_floating_point:
-        raise NotImplementedError("cross_entropy with class probabilities as target is not supported; "
-                                  "pass class indices (int64)")
+    """log_softmax then nll_loss; class probabilities and label smoothing composed as PyTorch
+    composes them (their grad_fns are the last op's)."""
+    if size_average is not None or reduce is not None:
+        _unsupported("cross_entropy", size_average=size_average, reduce=reduce)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    axis = _class_axis(input.shape)
+    logp = log_softmax(input, axis)
+    if target.dtype.is_floating_point:
+        return _cross_entropy_probabilities(logp, target, weight, _reduction(reduction), label_smoothing, axis)
+    loss = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
+    if not label_smoothing:
+        return loss
+    classes = input.shape[axis]
+    layout = (classes,) + (1,) * (input.ndim - axis - 1)
+    smooth = -(logp if weight is None else logp * weight.reshape(layout)).sum(axis)
+    ignored = target == ignore_index
+    smooth = where(ignored, 0.0, smooth)
+    if reduction == "sum":
+        smooth = smooth.sum()
+    elif reduction == "mean":
+        if weight is None:
+            smooth = smooth.sum() / (~ignored).sum()
+        else:
+            picked = one_hot(where(ignored, 0, target), classes) * weight
+            smooth = smooth.sum() / where(ignored, 0.0, picked.sum(-1)).sum()
+    return (1 - label_smoothing) * loss + smooth * (label_smoothing / classes)
+
+
+def _cross_entropy_probabilities(logp, target, weight, reduction, label_smoothing, axis):
+    if tuple(target.shape) != tuple(logp.shape):
+        raise RuntimeError(f"Expected target size {list(logp.shape)}, got {list(target.shape)}")
+    classes = logp.shape[axis]
     if label_smoothing:
-        raise NotImplementedError("cross_entropy: label_smoothing is not supported by symgrad")
-    return nll_loss(log_softmax(input, _class_axis(input.shape)), target, weight, size_average, ignore_index,
-                    reduce, reduction)
+        target = target * (1 - label_smoothing) + label_smoothing / classes
+    product = logp * target
+    if weight is not None:
+        product = product * weight.reshape((classes,) + (1,) * (logp.ndim - axis - 1))
+    if reduction == "none":
+        return -product.sum(axis)
+    if reduction == "sum":
+        return -product.sum()
+    return apply(DIV_SCALAR, -product.sum(), logp.numel() / classes)
 
 
 def _known_values(tensor):
@@ -333,3 +446,338 @@ def _check_labels(target, classes, ignore_index):
         bad = values[((values < 0) | (values >= classes)) & (values != ignore_index)]
         if bad.size:
             raise IndexError(f"Target {int(bad[0])} is out of bounds.")
+
+
+# ------------------------------------------------------------------------ embeddings, padding
+
+
+def _infer_embedding(nodes, padding_idx):
+    indices, weight = nodes
+    if indices.dtype not in (dtypes.int64, dtypes.int32):
+        raise ValueError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                         f"Long, Int; but got torch.{dtypes.torch_name(indices.dtype).capitalize()}Tensor instead "
+                         "(while checking arguments for embedding)")
+    if len(weight.shape) != 2:
+        raise ValueError("'weight' must be 2-D")
+    return (*indices.shape, weight.shape[1]), weight.dtype
+
+
+def _build_embedding(p, node, indices, weight):
+    """weight's rows at the indices; rows taken for ``padding_idx`` send no gradient back (their
+    value selected from a copy that stops it)."""
+    (padding_idx,) = node.attrs
+    rows = take(p, weight, [indices], (0,))
+    if padding_idx is None:
+        return rows
+    column = p.reshape(indices, (*node.inputs[0].shape, 1))
+    padding = p.assign(ir.equal(column, padding_idx), p.shape_of(column), node.dtype.name, "is_padding")
+    return p.assign(ir.select(padding, p.stop_gradient(rows), rows), node.shape, node.dtype.name, "embedded")
+
+
+EMBEDDING = register(Op(
+    "embedding", "EmbeddingBackward0", _infer_embedding, _build_embedding,
+    reference=lambda indices, weight, padding_idx: weight[indices],  # padding_idx: tests/test_nn_functional.py
+    torch_fn=lambda t, indices, weight, padding_idx: t.nn.functional.embedding(indices, weight, padding_idx),
+    examples=(Example(((4,), (6, 3)), (None,)), Example(((2, 3), (5, 2)), (None,)), Example(((), (5, 4)), (None,))),
+    domain=("label", "real")))
+
+
+@EMBEDDING.publish(Names(functional=("embedding",)))
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        _unsupported("embedding", max_norm=max_norm, scale_grad_by_freq=scale_grad_by_freq or None,
+                     sparse=sparse or None)
+    rows = weight.shape[0]
+    if padding_idx is not None:
+        if not -rows <= padding_idx < rows:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        padding_idx = int(padding_idx) % rows
+    values = engine.concrete_array(input._node)
+    if values is not None and input.dtype.is_integer and np.asarray(values).size and \
+            (np.min(values) < 0 or np.max(values) >= rows):
+        raise IndexError("index out of range in self")
+    return apply(EMBEDDING, input, weight, attrs=(padding_idx,))
+
+
+def _infer_one_hot(nodes, classes):
+    (x,) = nodes
+    if x.dtype is not dtypes.int64:
+        raise ValueError("one_hot is only applicable to index tensor of type LongTensor.")
+    return (*x.shape, classes), dtypes.int64
+
+
+ONE_HOT = register(Op(
+    "one_hot", None, _infer_one_hot, lambda p, node, x: p.one_hot(x, node.attrs[0], "int64"), saves=False,
+    reference=lambda x, classes: jax.nn.one_hot(x, classes, dtype=jnp.int64),
+    torch_fn=lambda t, x, classes: t.nn.functional.one_hot(x, classes),
+    examples=(Example(((4,),), (5,)), Example(((2, 3),), (6,))), domain=("label",)))
+
+
+@ONE_HOT.publish(Names(functional=("one_hot",)))
+def one_hot(tensor, num_classes=-1):
+    """The classes from the values when ``num_classes`` is -1 (computed now, as PyTorch does)."""
+    if tensor.dtype is not dtypes.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    values = engine.concrete_array(tensor._node)
+    values = None if values is None else np.asarray(values)
+    if values is not None and values.size:
+        if values.min() < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        if num_classes != -1 and values.max() >= num_classes:
+            raise RuntimeError("Class values must be smaller than num_classes.")
+    if num_classes == -1:
+        if values is None:
+            raise RuntimeError("one_hot with num_classes=-1 needs the values, which a JAX trace does not have")
+        if not values.size:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(values.max()) + 1
+    return apply(ONE_HOT, tensor, attrs=(int(num_classes),))
+
+
+def _pads(pad, ndim):
+    """F.pad's flat (lo, hi) pairs from the last axis back, as (lo, hi) per axis of the input."""
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) > 2 * ndim:
+        raise RuntimeError(f"Padding length should be less than or equal to two times the input dimension but got "
+                           f"padding length {len(pad)} and input of dimension {ndim}")
+    pairs = [(0, 0)] * ndim
+    for k in range(len(pad) // 2):
+        pairs[ndim - 1 - k] = (int(pad[2 * k]), int(pad[2 * k + 1]))
+    return tuple(pairs)
+
+
+def _pad_grad_fn(nodes, mode, pads, value):
+    if mode == "constant":
+        return "ConstantPadNdBackward0"
+    padded = len(pads) - next(i for i, pair in enumerate(pads) if pair != (0, 0)) if any(
+        pair != (0, 0) for pair in pads) else 1
+    return f"{'Reflection' if mode == 'reflect' else 'Replication'}Pad{padded}DBackward0"
+
+
+def _infer_pad(nodes, mode, pads, value):
+    (x,) = nodes
+    shape = tuple(n + lo + hi for n, (lo, hi) in zip(x.shape, pads))
+    if min(shape, default=1) < 0:
+        raise ValueError(f"The input size {x.shape[0]}, plus negative padding {pads[0][0]} and {pads[0][1]} resulted "
+                         "in a negative output size, which is invalid. Check dimension 0 of your input.")
+    return shape, x.dtype
+
+
+def _build_pad(p, node, x):
+    mode, pads, value = node.attrs
+    if mode == "constant":
+        return emit(p, Pad, x, ieee.constant(value), sp.Tuple(*(sp.Tuple(*q) for q in pads)), hint="padded")
+    shape, dtype = list(node.inputs[0].shape), node.dtype.name
+    for axis, (lo, hi) in enumerate(pads):
+        if lo == hi == 0:
+            continue
+        n = shape[axis]
+        if mode == "reflect":
+            parts = [_flipped(p, x, shape, axis, 1, lo + 1), x, _flipped(p, x, shape, axis, n - hi - 1, n - 1)]
+        else:
+            parts = [_edge(p, x, shape, axis, 0, lo), x, _edge(p, x, shape, axis, n - 1, hi)]
+        parts = [part for part in parts if part is not None]
+        shape[axis] = n + lo + hi
+        x = p.concatenate(parts, axis, tuple(shape), dtype)
+    return x
+
+
+def _slab(p, x, shape, axis, start, stop):
+    spec = [(1, 0, n, 1) for n in shape]
+    spec[axis] = (1, start, stop, 1)
+    return p.index(x, spec)
+
+
+def _flipped(p, x, shape, axis, start, stop):
+    """x[start:stop] along ``axis``, reversed: a reflection's border."""
+    if stop <= start:
+        return None
+    return emit(p, Flip, _slab(p, x, shape, axis, start, stop), sp.Tuple(axis), hint="reflected")
+
+
+def _edge(p, x, shape, axis, at, width):
+    """The entry at ``at`` along ``axis``, repeated ``width`` times: a replication's border."""
+    if not width:
+        return None
+    wide = list(shape)
+    wide[axis] = width
+    return p.broadcast_to(_slab(p, x, shape, axis, at, at + 1), tuple(wide))
+
+
+def _reference_pad(x, mode, pads, value):
+    if mode == "constant":
+        return jax.lax.pad(x, jnp.asarray(value, x.dtype), [(lo, hi, 0) for lo, hi in pads])
+    return jnp.pad(x, pads, mode={"reflect": "reflect", "replicate": "edge"}[mode])
+
+
+PAD = register(Op(
+    "pad", _pad_grad_fn, _infer_pad, _build_pad, reference=_reference_pad,
+    torch_fn=lambda t, x, mode, pads, value: t.nn.functional.pad(
+        x, tuple(v for lo_hi in reversed(pads[next((i for i, q in enumerate(pads) if q != (0, 0)), 0):])
+                 for v in lo_hi), mode=mode, value=value if mode == "constant" else None),
+    examples=(Example(((2, 3),), ("constant", ((0, 0), (1, 2)), 0.0)),
+              Example(((2, 3, 4),), ("constant", ((1, 0), (0, 0), (2, -1)), 1.5)),
+              Example(((2, 5),), ("reflect", ((0, 0), (2, 3)), 0.0)),
+              Example(((1, 2, 4, 3),), ("reflect", ((0, 0), (0, 0), (1, 3), (2, 0)), 0.0)),
+              Example(((2, 4),), ("replicate", ((0, 0), (3, 1)), 0.0)),
+              Example(((1, 3, 2, 2),), ("replicate", ((0, 0), (0, 0), (2, 1), (0, 3)), 0.0)))))
+
+
+@PAD.publish(Names(functional=("pad",)))
+def pad(input, pad, mode="constant", value=None):
+    pads = _pads(pad, input.ndim)
+    if mode == "constant":
+        return apply(PAD, input, attrs=("constant", pads, 0.0 if value is None else value))
+    if mode not in ("reflect", "replicate"):
+        raise NotImplementedError(f"F.pad: mode {mode!r} is not supported by symgrad (constant, reflect, replicate)")
+    padded = len(pad) // 2
+    if input.ndim not in (padded + 1, padded + 2):
+        raise NotImplementedError(
+            f"Padding size {len(pad)} is not supported for {input.ndim}D input tensor.\nSupported combinations for "
+            "non-constant padding:\n  - 2D or 3D input: padding size = 2 (pads last dimension)\n  - 3D or 4D input: "
+            "padding size = 4 (pads last 2 dimensions)\n  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
+    for axis, (lo, hi) in enumerate(pads):
+        if mode == "reflect" and (lo, hi) != (0, 0) and (lo >= input.shape[axis] or hi >= input.shape[axis]):
+            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input dimension, "
+                               f"but got: padding ({lo}, {hi}) at dimension {axis} of input {list(input.shape)}")
+        if min(lo, hi) < 0:
+            raise RuntimeError(f"F.pad: negative padding in {mode} mode is not supported by symgrad")
+    return apply(PAD, input, attrs=(mode, pads, 0.0))
+
+
+# ---------------------------------------------------------------------------- compositions
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """input / max(norm, eps), composed as PyTorch composes it (DivBackward0)."""
+    if out is not None:
+        _unsupported("normalize", out=out)
+    return input / input.norm(p, dim, keepdim=True).clamp(min=eps)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """x1 W x2 (+ b): an einsum over the last axes (ViewBackward0), the bias added (AddBackward0)."""
+    if input1.shape[:-1] != input2.shape[:-1]:
+        raise RuntimeError(f"bilinear(): input batch dimensions do not match: got {list(input1.shape[:-1])} and "
+                           f"{list(input2.shape[:-1])}")
+    if weight.ndim != 3 or weight.shape[1] != input1.shape[-1] or weight.shape[2] != input2.shape[-1]:
+        raise RuntimeError(f"bilinear(): weight size does not match the input sizes: got weight {list(weight.shape)}, "
+                           f"input1 {list(input1.shape)} and input2 {list(input2.shape)}")
+    product = einsum("...i,oij,...j->...o", input1, weight, input2)
+    return product if bias is None else product + bias
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """``input * noise``, the noise ``bernoulli_(1 - p) / (1 - p)`` drawn as PyTorch draws it (its
+    numbers, seeded); the input itself when nothing is dropped."""
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if inplace:
+        _unsupported("dropout", inplace=inplace)
+    if not training or p == 0 or input.numel() == 0:
+        return input
+    if p == 1:
+        return input * zeros_like(input)
+    noise = zeros_like(input).bernoulli_(1 - p)
+    noise.div_(1 - p)
+    return input * noise
+
+
+# ------------------------------------------------------------------ losses PyTorch composes
+
+CLAMP_MIN = elementwise(
+    "clamp_min", lambda nodes: "ClampMinBackward0" if not nodes[1].shape and nodes[1].op.name == "const"
+    else "ClampMinBackward1", lambda x, low: ir.clamp(x, low, sp.oo),
+    reference=lambda x, low: jnp.maximum(x, low), torch_fn=lambda t, x, low: t.clamp_min(x, low),
+    examples=(Example(((3, 4), ()), scalars={1: 0.25}), Example(((5,), ()), scalars={1: -1.0}),
+              Example(((2, 3), (3,)))),
+    domain=("kinked", "real"), names=Names(function=("clamp_min",), method=("clamp_min",)))
+
+
+DIV_SCALAR = elementwise(  # PyTorch's C++ division by a number (Python's x / 2 records DivBackward0)
+    "div_scalar", "DivBackward1", lambda a, b: a / b, float_result=True, reference=jnp.true_divide,
+    torch_fn=lambda t, a, b: t.ops.aten.div.Scalar(a, b), examples=(Example(((3, 4), ()), scalars={1: 2.5}),))
+
+
+def _reduced(loss, reduction):
+    return {"mean": loss.mean, "sum": loss.sum, "none": lambda: loss}[_reduction(reduction)]()
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """target (log target - input), pointwise, as PyTorch writes it (xlogy: 0 where target is 0)."""
+    if size_average is not None or reduce is not None:
+        _unsupported("kl_div", size_average=size_average, reduce=reduce)
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      UserWarning, stacklevel=2)
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        loss = where(target == 0, 0.0, target * target.log()) - target * input
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.ndim else 1)
+    return _reduced(loss, reduction)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                     reduction="mean"):
+    if size_average is not None or reduce is not None:
+        _unsupported("poisson_nll_loss", size_average=size_average, reduce=reduce)
+    _reduction(reduction)
+    loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
+    if full:  # Stirling's term, where target > 1
+        stirling = target * target.log() - target + 0.5 * (2 * np.pi * target).log()
+        loss = loss + where(target <= 1, 0.0, stirling)
+    return _reduced(loss, reduction)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None:
+        _unsupported("margin_ranking_loss", size_average=size_average, reduce=reduce)
+    if not input1.ndim == input2.ndim == target.ndim:
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
+                           f"input1: {input1.shape}, input2: {input2.shape}, target: {target.shape} ")
+    return _reduced(_clamp_min(-target * (input1 - input2) + margin, 0), reduction)
+
+
+def _clamp_min(input, min):
+    return apply(CLAMP_MIN, input, min)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    """1 - cos where target is 1, max(cos - margin, 0) where it is -1, cos with PyTorch's 1e-12
+    added to each squared magnitude."""
+    if size_average is not None or reduce is not None:
+        _unsupported("cosine_embedding_loss", size_average=size_average, reduce=reduce)
+    if input1.shape != input2.shape:
+        raise RuntimeError(f"cosine_embedding_loss : All input tensors should have same dimension but got sizes: "
+                           f"input1: {input1.shape}, input2: {input2.shape}, target: {target.shape} ")
+    dim = input1.ndim - 1
+    products = (input1 * input2).sum(dim)
+    magnitude1 = (input1 * input1).sum(dim) + 1e-12
+    magnitude2 = (input2 * input2).sum(dim) + 1e-12
+    cos = products / (magnitude1 * magnitude2).sqrt()
+    zeros = zeros_like(cos)
+    loss = where(target == 1, 1 - cos, zeros) + where(target == -1, _clamp_min(cos - margin, 0), zeros)
+    return _reduced(loss, reduction)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    return (x1 - x2 + eps).norm(p, -1, keepdim=keepdim)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
+                        reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None:
+        _unsupported("triplet_margin_loss", size_average=size_average, reduce=reduce)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    positive_distance = pairwise_distance(anchor, positive, p, eps)
+    negative_distance = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        negative_distance = apply(MINIMUM, negative_distance, pairwise_distance(positive, negative, p, eps))
+    return _reduced(_clamp_min(margin + positive_distance - negative_distance, 0), reduction)
