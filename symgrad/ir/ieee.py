@@ -82,12 +82,12 @@ def _flat(args, head):
 def unevaluated(build, *args):
     """``build(*args)`` with SymPy's evaluation off, unless every argument is a number (then it is
     folded as floats would be): an op's form keeps each operation it was written with."""
-    if all(a.is_Number for a in args):
+    if all(a.is_Number or a is NEGATIVE_ZERO for a in args):
         try:
             return number(build(*args))
         except ZeroDivisionError:  # mpmath's Float 0.0 / 0.0 raises: fold as floats do (NaN, inf)
             with np.errstate(all="ignore"):
-                return constant(float(build(*(np.float64(a) for a in args))))
+                return constant(float(build(*(np.float64(-0.0 if a is NEGATIVE_ZERO else a) for a in args))))
     with sp.evaluate(False):
         if not any(a is sp.nan for a in args):
             return build(*args)

@@ -63,6 +63,7 @@ def _remainder_name(nodes):
 
 
 REMAINDER = elementwise("remainder", _remainder_name, ir.remainder, reference=jnp.remainder,
+                        refuse=refuse_kernel("remainder_cpu", dtypes.BOOLEAN),
                         torch_fn=lambda t, a, b: t.remainder(a, b), domain=("real", "nonzero"),
                         examples=BINARY[:3] + (Example(((5,), ()), scalars={1: 1.5}),),
                         names=public_names("remainder", "__mod__"))
