@@ -22,7 +22,7 @@ from symgrad.legacy_types import (BoolTensor, DoubleTensor, FloatTensor, HalfTen
 from symgrad.ops import (activations as _a, convolution as _c, elementwise as _e, functions as _f,  # noqa: E402,F401
                          indexing as _i, linalg as _l, logical as _g, reductions as _r, shape as _s,
                          sorting as _o)  # (registering their ops)
-from symgrad import nn, autograd, optim, symbolic  # noqa: E402
+from symgrad import nn, autograd, linalg, optim, symbolic  # noqa: E402
 from symgrad import tensor_methods as _methods  # noqa: E402,F401  (attaches the methods that are no op's)
 from symgrad.namespace import publish as _publish  # noqa: E402
 from symgrad.creation import (arange, as_tensor, bernoulli, eye, from_numpy, full, full_like,  # noqa: E402

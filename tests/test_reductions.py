@@ -287,3 +287,16 @@ def test_gradients_are_symbolic_and_programs_are_shared(torch):
     """The second call of the same structure runs the compiled program: PyTorch's numbers again."""
     for values in (PLAIN, PLAIN * 2):
         assert_like_pytorch(torch, lambda T, x: x.max(1)[0].sum() + x.cumprod(1).sum() + x.topk(2)[0].sum(), values)
+
+
+def test_torch_linalg_namespace(torch):
+    results = []
+    for T in (symgrad, torch):
+        x = T.tensor([[3.0, 4.0], [1.0, 2.0]], requires_grad=True)
+        a = T.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+        y = T.linalg.vector_norm(x) + T.linalg.matrix_norm(x, ord=1) + T.linalg.cross(a, T.tensor([[0.0, 1.0, 5.0]])).sum()
+        y.backward()
+        results.append((y.item(), x.grad.numpy(), a.grad.numpy()))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-6)
+    for ours, theirs in zip(results[0][1:], results[1][1:]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6)
