@@ -234,6 +234,7 @@ def constant(value, shape=(), dtype=None) -> Node:
 
 
 _scalars: dict = {}
+_default_float = dtypes._default_float  # set_default_dtype's setting, read on every scalar (the hot path)
 
 
 def scalar(value) -> Node:
@@ -241,7 +242,7 @@ def scalar(value) -> Node:
 
     Zeros (whose sign matters) and NaNs (unequal to themselves) are not shared.
     """
-    key = (value.__class__, value, dtypes.get_default_dtype())  # a float's dtype is the default's
+    key = (value.__class__, value, _default_float[0])  # a float's dtype is the default one's
     node = _scalars.get(key)
     if node is None:
         node = constant(value)
