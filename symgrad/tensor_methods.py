@@ -5,20 +5,25 @@ The ops' own methods (``exp``, ``__add__``, ``add_`` ...) come from the registry
 """
 from __future__ import annotations
 
-from symgrad import creation, dtypes
+from symgrad import creation, devices, dtypes
 from symgrad.inplace import copy_, data, fill_inplace
 from symgrad.ops import shape as S
 from symgrad.tensor import Tensor
 
 
 def _to(self, *args, **kwargs):
-    """``to(dtype)`` / ``to(device)`` / ``to(other)``: only dtype conversions do anything here."""
+    """``to(dtype)`` / ``to(device)`` / ``to(other)``: a device must be one JAX has (symgrad.devices:
+    never a silent CPU tensor for "cuda"); the tensors live on the CPU, so a dtype is the change."""
     target = kwargs.get("dtype")
+    if kwargs.get("device") is not None:
+        devices.check(kwargs["device"])
     for a in args:
         if isinstance(a, dtypes.dtype):
             target = a
         elif isinstance(a, Tensor):
             target = a.dtype
+        elif a is not None:
+            devices.check(a)
     return S.to_dtype(self, target) if target is not None else self
 
 
@@ -35,6 +40,8 @@ METHODS = {
     "int": lambda a: S.to_dtype(a, dtypes.int32),
     "bool": lambda a: S.to_dtype(a, dtypes.bool_),
     "cpu": lambda a: a,
+    "cuda": lambda a, device=None: _to(a, device if device is not None else "cuda"),
+    "is_cuda": property(lambda a: False),
     "uniform_": creation.uniform_, "normal_": creation.normal_, "random_": creation.random_,
     "exponential_": creation.exponential_, "bernoulli_": creation.bernoulli_, "bernoulli": creation.bernoulli,
     "T": property(S.matrix_transpose),

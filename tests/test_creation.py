@@ -72,3 +72,14 @@ def test_device_objects_and_the_accelerator_namespaces(torch):
     assert symgrad.accelerator.is_available() == (symgrad.accelerator.current_accelerator() is not None)
     symgrad.set_default_device("cpu")
     assert symgrad.get_default_device() == "cpu"
+
+
+def test_to_a_device_checks_it(torch):
+    x = symgrad.ones(2)
+    assert x.to("cpu").tolist() == [1.0, 1.0] and x.to("cpu", symgrad.float64).dtype is symgrad.float64
+    assert x.is_cuda is torch.ones(2).is_cuda is False
+    if not symgrad.cuda.is_available():
+        for move in (lambda: x.to("cuda"), lambda: x.cuda(), lambda: x.to(device="cuda:0")):
+            with pytest.raises(RuntimeError, match="not available"):
+                move()
+
