@@ -209,3 +209,29 @@ def test_flatten_and_unflatten(torch):
                        tuple(T.nn.Flatten()(x).shape), tuple(T.nn.Flatten(0, 1)(x).shape),
                        repr(T.nn.Unflatten(1, (2, 2))), repr(T.nn.Flatten())))
     assert shapes[0] == shapes[1]
+
+
+def test_a_seeded_convolutional_network_is_pytorchs(torch):
+    """Conv, batch norm, pooling, layer norm, dropout and an embedding, seeded: PyTorch's reprs,
+    state_dict keys, weights, outputs (train and eval), gradients and running statistics."""
+    def build(T):
+        T.manual_seed(0)
+        return T.nn.Sequential(T.nn.Conv2d(3, 8, 3, stride=2, padding=1), T.nn.BatchNorm2d(8), T.nn.ReLU(),
+                               T.nn.MaxPool2d(2), T.nn.Conv2d(8, 4, 1, bias=False), T.nn.AdaptiveAvgPool2d((1, 1)),
+                               T.nn.Flatten(), T.nn.LayerNorm(4), T.nn.Dropout(0.1), T.nn.Linear(4, 2))
+
+    results = []
+    for T in (symgrad, torch):
+        model = build(T)
+        T.manual_seed(1)
+        x = T.randn(2, 3, 16, 16)
+        y = model(x)
+        y.sum().backward()
+        model.eval()
+        embedding = T.nn.Embedding(10, 3, padding_idx=0)
+        results.append((repr(model), list(model.state_dict()), repr(embedding), model[1].num_batches_tracked.item(),
+                        y.detach().numpy(), model[0].weight.grad.numpy(), model[1].running_mean.numpy(),
+                        model(x).detach().numpy(), embedding.weight.detach().numpy()))
+    assert results[0][:4] == results[1][:4]
+    for ours, theirs in zip(results[0][4:], results[1][4:]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)

@@ -375,8 +375,11 @@ def _fed_by_examples(op) -> bool:
     return op.torch_fn is not None and bool(op.examples)
 
 
-ELEMENTWISE = sorted(n for n, op in REGISTRY.items() if op.elementwise and _fed_by_examples(op))
-STRUCTURAL = sorted(n for n, op in REGISTRY.items() if not op.elementwise and _fed_by_examples(op))
+# The ops users can call (an internal one, such as PyTorch's C++ div.Scalar inside a loss, has no
+# spelling in both libraries): those with public names, and those whose PyTorch call reads back.
+_CALLABLE = {n for n, op in REGISTRY.items() if op.public or "ops.aten" not in inspect.getsource(op.torch_fn or (lambda: 0))}
+ELEMENTWISE = sorted(n for n, op in REGISTRY.items() if op.elementwise and _fed_by_examples(op) and n in _CALLABLE)
+STRUCTURAL = sorted(n for n, op in REGISTRY.items() if not op.elementwise and _fed_by_examples(op) and n in _CALLABLE)
 OPERATORS = {  # the Python operators users write for some registered ops
     "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}", "pow": "{0} ** {1}",
     "neg": "-{0}", "abs": "abs({0})", "gt": "{0} > {1}", "ge": "{0} >= {1}", "lt": "{0} < {1}",

@@ -1,4 +1,4 @@
-"""Layers with parameters or shapes: ``Identity``, ``Linear``, ``Flatten``, ``Unflatten``.
+"""Layers: ``Identity``, ``Linear``, ``Flatten``, ``Unflatten``, ``Dropout``, ``Embedding``.
 
 Parameters are made as PyTorch makes them (``nn.init`` on the same generator, in the same
 order), so a seeded layer holds PyTorch's weights."""
@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from symgrad import creation, dtypes
+from symgrad.grad_mode import no_grad
 from symgrad.nn import functional as F
 from symgrad.nn import init
 from symgrad.nn.module import Module, Parameter
@@ -81,3 +82,47 @@ class Unflatten(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+class Dropout(Module):
+    def __init__(self, p: float = 0.5, inplace: bool = False):
+        super().__init__()
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p, self.inplace = p, inplace
+
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Embedding(Module):
+    """Rows of ``weight``, drawn from N(0, 1) as PyTorch draws them (the padding row zeroed)."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None, max_norm=None,
+                 norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False, _weight=None,
+                 _freeze: bool = False, device=None, dtype=None):
+        super().__init__()
+        if padding_idx is not None and padding_idx < 0:
+            padding_idx += num_embeddings
+        self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
+        self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse = max_norm, norm_type, scale_grad_by_freq, sparse
+        if _weight is None:
+            self.weight = _empty(num_embeddings, embedding_dim, dtype=dtype, device=device)
+            init.normal_(self.weight)
+            if padding_idx is not None:
+                with no_grad():
+                    self.weight[padding_idx] = 0.0
+        else:
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+
+    def forward(self, input):
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}" + (
+            f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+
