@@ -13,6 +13,7 @@ import string
 import sympy as sp
 
 from symgrad.ir.functions import Structural, select
+from symgrad.ir.indexing import flip
 
 LETTERS = string.ascii_lowercase + string.ascii_uppercase
 
@@ -186,7 +187,7 @@ class Conv(_Head):
         kernel = p.permute(kernel, (1, 0, 2, *range(3, 3 + len(window))))
         kernel = p.reshape(kernel, (o // groups, groups * i, *window))
         kernel = p.permute(kernel, (1, 0, *range(2, 2 + len(window))))  # (I', O', *window): g's channels in
-        kernel = emit(p, Flip, kernel, sp.Tuple(*range(2, 2 + len(window))), hint="flipped")
+        kernel = flip(p, kernel, range(2, 2 + len(window)))
         pads = []
         for size, k, s, (lo, _), ld, rd, n in zip(spatial, window, strides, padding, lhs_dilation, rhs_dilation,
                                                    out_spatial):
@@ -218,22 +219,6 @@ class Conv(_Head):
 
 def _tuple(values):
     return sp.Tuple(*(sp.Tuple(*v) if isinstance(v, tuple) else v for v in values))
-
-
-class Flip(_Head):
-    """The array reversed along ``args[1]``'s axes; its VJP flips the cotangent back."""
-
-    display = "flip"
-
-    def shape(self, shape_of):
-        return shape_of(self.args[0])
-
-    def _jax_source(self, printer):
-        return f"jnp.flip({printer._print(self.args[0])}, axis={_ints(self.args[1])})"
-
-    def vjp(self, p, g, out):
-        g = p.materialize(g, p.shape_of(out), p.dtype_of(out))
-        return [(self.args[0], emit(p, Flip, g, self.args[1], hint="flipped"))]
 
 
 class Pad(_Head):

@@ -19,8 +19,8 @@ from symgrad import dtypes, engine, ir
 from symgrad.creation import zeros_like
 from symgrad.grad_mode import is_grad_enabled
 from symgrad.ir import ieee
-from symgrad.ir.indexing import take
-from symgrad.ir.linalg import Flip, Pad, emit
+from symgrad.ir.indexing import flip, take
+from symgrad.ir.linalg import Pad, emit
 from symgrad.ops.dims import dim_index
 from symgrad.ops.elementwise import MINIMUM, elementwise, where
 from symgrad.ops.linalg import einsum
@@ -594,7 +594,7 @@ def _flipped(p, x, shape, axis, start, stop):
     """x[start:stop] along ``axis``, reversed: a reflection's border."""
     if stop <= start:
         return None
-    return emit(p, Flip, _slab(p, x, shape, axis, start, stop), sp.Tuple(axis), hint="reflected")
+    return flip(p, _slab(p, x, shape, axis, start, stop), (axis,))
 
 
 def _edge(p, x, shape, axis, at, width):
