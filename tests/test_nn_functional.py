@@ -455,3 +455,15 @@ def test_seeded_dropout_draws_pytorchs_mask(torch):
     np.testing.assert_array_equal(results[0][0], results[1][0])
     np.testing.assert_array_equal(results[0][1], results[1][1])
     assert results[0][2] == results[1][2]
+
+
+def test_einsum_of_two_dtypes_promotes_when_nothing_is_summed(torch):
+    results = []
+    for T in (symgrad, torch):
+        a, b = T.ones(3, 4, requires_grad=True), T.ones(4, dtype=T.float64, requires_grad=True)
+        r = T.einsum("ij,j->ji", a, b)
+        r.sum().backward()
+        with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+            T.einsum("ij,j->i", a, b)
+        results.append((str(r.dtype), type(r.grad_fn).__name__, str(a.grad.dtype), b.grad.tolist()))
+    assert results[0] == results[1]

@@ -151,17 +151,21 @@ def _einsum_grad_fn(nodes, inputs, output):
 
 
 def _infer_einsum(nodes, inputs, output):
+    """PyTorch contracts one dtype only, but an einsum that sums nothing is its products, promoted."""
     dtype = nodes[0].dtype
+    contracts = bool(set().union(*map(set, inputs)) - set(output))
     for n in nodes[1:]:
-        if n.dtype is not dtype:
+        if n.dtype is not dtype and contracts:
             raise ValueError(f"expected scalar type {dtypes.torch_name(dtype).capitalize()} but found "
                              f"{dtypes.torch_name(n.dtype).capitalize()}")
+    dtype = dtypes.promote([(n.dtype, 2) for n in nodes])
     sizes = einsum_sizes(inputs, [n.shape for n in nodes])
     return tuple(sizes[label] for label in output), dtype
 
 
 def _build_einsum(p, node, *arrays):
     inputs, output = node.attrs
+    arrays = [p.astype(a, node.dtype.name) for a in arrays]
     return emit(p, Einsum, *arrays, sp.Tuple(*(sp.Tuple(*s) for s in inputs)), sp.Tuple(*output), hint="einsum")
 
 
