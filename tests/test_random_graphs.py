@@ -120,6 +120,9 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
     "einsum of two dtypes": ("an einsum of float32 and float64 operands: PyTorch accepts it when its contraction "
                              "path sums no label of size > 1; symgrad refuses every contraction",
                              lambda p: "einsum" in p.text and "float32" in p.text and "float64" in p.text),
+    "addcdiv of a bool tensor": ("addcdiv/addcmul with a bool operand: PyTorch's backward raises (a Float gradient "
+                                 "can't be cast to Bool), symgrad's runs", lambda p: p.tagged("addcdiv@bool", "addcmul@bool")
+                                 and _raised("can't be cast to the desired output type")(p)),
     "hardtanh with a NaN bound": ("hardtanh(x, nan, 2.0) ignores the NaN bound; PyTorch's values are NaN and its "
                                   "backward raises", lambda p: any("hardtanh" in line and "nan" in line
                                                                    for line in p.lines)),
