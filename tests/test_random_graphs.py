@@ -123,6 +123,10 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
     "addcdiv of a bool tensor": ("addcdiv/addcmul with a bool operand: PyTorch's backward raises (a Float gradient "
                                  "can't be cast to Bool), symgrad's runs", lambda p: p.tagged("addcdiv@bool", "addcmul@bool")
                                  and _raised("can't be cast to the desired output type")(p)),
+    "kernels PyTorch lacks for bool or int": ("an op of bool or integer tensors that PyTorch's CPU kernels refuse and "
+                                              "symgrad computes (most are refused now, as PyTorch: abs, neg, -, "
+                                              "rounding, relu, remainder, addcdiv, addcmul)", lambda p: _refused(
+                                                  *(f"{n}@{k}" for n in ELEMENTWISE for k in ("bool", "int")))(p)),
     "hardtanh with a NaN bound": ("hardtanh(x, nan, 2.0) ignores the NaN bound; PyTorch's values are NaN and its "
                                   "backward raises", lambda p: any("hardtanh" in line and "nan" in line
                                                                    for line in p.lines)),

@@ -121,10 +121,10 @@ LERP = elementwise("lerp", _lerp_name, _lerp, reference=lambda a, b, w: jnp.wher
                    names=public_names("lerp"), refuse=_refuse_lerp_dtypes)
 
 
-def _fused(name, grad_fn, form):
+def _fused(name, grad_fn, form, refuse=None):
     """``input + value * form(tensor1, tensor2)``, ``value`` a number (PyTorch's addcmul, addcdiv)."""
     op = elementwise(name, grad_fn, lambda a, b, c, v: a + v * form(b, c), reference=lambda a, b, c, v: a + v * form(b, c),
-                     torch_fn=lambda t, a, b, c, v: getattr(t, name)(a, b, c, value=v),
+                     torch_fn=lambda t, a, b, c, v: getattr(t, name)(a, b, c, value=v), refuse=refuse,
                      domain=("real", "real", "nonzero", "real"),
                      examples=(Example(((3, 4), (3, 4), (3, 4), ()), scalars={3: 0.5}),
                                Example(((3, 4), (4,), (3, 1), ()), scalars={3: -2.0})))
@@ -137,5 +137,22 @@ def _fused(name, grad_fn, form):
     return op
 
 
-ADDCMUL = _fused("addcmul", "AddcmulBackward0", lambda b, c: b * c)
-ADDCDIV = _fused("addcdiv", "AddcdivBackward0", lambda b, c: b / c)
+def _refuse_bool_addcmul(nodes):
+    if all(n.dtype is dtypes.bool_ for n in nodes[:3]):  # PyTorch's kernel runs on the common dtype
+        raise NotImplementedError('"addcmul_cpu_out" not implemented for \'Bool\'')
+
+
+ADDCMUL = _fused("addcmul", "AddcmulBackward0", lambda b, c: b * c, _refuse_bool_addcmul)
+INTEGER_ADDCDIV = ("Integer division with addcdiv is no longer supported, and in a future  release addcdiv will "
+                   "perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as "
+                   "(input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as "
+                   "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the "
+                   "latter implementation: (input + value * tensor1 / tensor2), for all dtypes.")
+
+
+def _refuse_integer_division(nodes):
+    if not nodes[1].dtype.is_floating_point and not nodes[2].dtype.is_floating_point:
+        raise RuntimeError(INTEGER_ADDCDIV)
+
+
+ADDCDIV = _fused("addcdiv", "AddcdivBackward0", lambda b, c: b / c, _refuse_integer_division)
