@@ -58,12 +58,18 @@ def sign(input):
     return apply(SIGN, input) if input.dtype is not dtypes.bool_ else input.clone()
 
 
+def _refuse_bool_kernel(kernel: str, nodes) -> None:
+    """PyTorch's kernel runs on the common dtype: it is refused when every tensor is bool."""
+    if all(n.dtype is dtypes.bool_ for n in nodes):
+        raise NotImplementedError(f'"{kernel}" not implemented for \'Bool\'')
+
+
 def _remainder_name(nodes):
     return "RemainderBackward0" if nodes[1].op is CONST else "RemainderBackward1"
 
 
 REMAINDER = elementwise("remainder", _remainder_name, ir.remainder, reference=jnp.remainder,
-                        refuse=refuse_kernel("remainder_cpu", dtypes.BOOLEAN),
+                        refuse=lambda nodes: _refuse_bool_kernel("remainder_cpu", nodes),
                         torch_fn=lambda t, a, b: t.remainder(a, b), domain=("real", "nonzero"),
                         examples=BINARY[:3] + (Example(((5,), ()), scalars={1: 1.5}),),
                         names=public_names("remainder", "__mod__"))
@@ -137,12 +143,8 @@ def _fused(name, grad_fn, form, refuse=None):
     return op
 
 
-def _refuse_bool_addcmul(nodes):
-    if all(n.dtype is dtypes.bool_ for n in nodes[:3]):  # PyTorch's kernel runs on the common dtype
-        raise NotImplementedError('"addcmul_cpu_out" not implemented for \'Bool\'')
-
-
-ADDCMUL = _fused("addcmul", "AddcmulBackward0", lambda b, c: b * c, _refuse_bool_addcmul)
+ADDCMUL = _fused("addcmul", "AddcmulBackward0", lambda b, c: b * c,
+                 lambda nodes: _refuse_bool_kernel("addcmul_cpu_out", nodes[:3]))
 INTEGER_ADDCDIV = ("Integer division with addcdiv is no longer supported, and in a future  release addcdiv will "
                    "perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as "
                    "(input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as "
