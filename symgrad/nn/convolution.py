@@ -2,8 +2,6 @@
 drawn as PyTorch's ``reset_parameters`` draws them (so a seeded layer holds PyTorch's weights)."""
 from __future__ import annotations
 
-import math
-
 from symgrad import creation, dtypes
 from symgrad.nn import functional as F
 from symgrad.nn import init
@@ -40,12 +38,7 @@ class _ConvNd(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            if fan_in:
-                bound = 1 / math.sqrt(fan_in)
-                init.uniform_(self.bias, -bound, bound)
+        init.affine_default_(self.weight, self.bias)
 
     def forward(self, input):
         return getattr(F, self.function)(input, self.weight, self.bias, self.stride, self.padding, self.dilation,

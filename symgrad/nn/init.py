@@ -84,3 +84,14 @@ def kaiming_normal_(tensor, a: float = 0, mode: str = "fan_in", nonlinearity: st
     if 0 in tensor.shape:
         return tensor
     return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode)), generator)
+
+
+def affine_default_(weight, bias) -> None:
+    """PyTorch's ``reset_parameters`` of Linear and Conv: kaiming_uniform(a=sqrt(5)) for the weight,
+    uniform(+-1/sqrt(fan_in)) for the bias, drawn in that order."""
+    kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = _calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        uniform_(bias, -bound, bound)
+
