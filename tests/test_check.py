@@ -1,5 +1,6 @@
 """gradcheck, gradgradcheck, crosscheck and ``symgrad check``: they pass what is right and,
 above all, catch what is wrong."""
+import functools
 import json
 import subprocess
 import sys
@@ -223,3 +224,112 @@ def test_command_line_disagreement_exits_one(tmp_path):
 def test_command_line_bad_usage_exits_two(tmp_path):
     result = _symgrad_check(tmp_path, "FILE:loss", "--arg", "x=f99[4]")
     assert result.returncode == 2 and "expected NAME=DTYPE[SHAPE]" in result.stderr
+
+
+# ----------------------------------------------------------------------------- models
+
+class ScaledNet(torch.nn.Module):
+    """A user's module: submodules, a plain attribute, a module-level helper and super()."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 4)
+        self.norm = torch.nn.BatchNorm1d(4)
+        self.head = torch.nn.Sequential(torch.nn.Tanh(), torch.nn.Linear(4, 2))
+        self.scale = 0.5
+
+    def forward(self, x):
+        return _squash(self.head(self.norm(self.fc(x)))) * self.scale
+
+
+class DoubledNet(ScaledNet):
+    def forward(self, x):
+        return super().forward(x) * 2
+
+
+def _squash(t):
+    return torch.nn.functional.softplus(t) - torch.sigmoid(t)
+
+
+def _torch_gradients(model, x):
+    """The parameters' gradients PyTorch computes for ``model`` (its twin built by hand)."""
+    import torch as real
+    twin = real.nn.Module()
+    twin.fc, twin.norm = real.nn.Linear(3, 4), real.nn.BatchNorm1d(4)
+    twin.head = real.nn.Sequential(real.nn.Tanh(), real.nn.Linear(4, 2))
+    twin.double().load_state_dict({k: real.tensor(v.numpy()) for k, v in model.state_dict().items()})
+    twin.train(model.training)
+    t = twin.head(twin.norm(twin.fc(real.tensor(x))))
+    out = (real.nn.functional.softplus(t) - real.sigmoid(t)) * 0.5
+    (out * real.tensor(np.random.default_rng(0).standard_normal(out.shape))).sum().backward()
+    return {name: p.grad.numpy() for name, p in twin.named_parameters()}
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_crosscheck_of_a_module_checks_its_parameters_against_pytorch(training):
+    torch.manual_seed(0)
+    model = ScaledNet().train(training)
+    x = np.random.default_rng(1).standard_normal((6, 3))
+    report = torch.crosscheck(model, [x])
+    assert report.ok, str(report)
+    names = ["fc.weight", "fc.bias", "norm.weight", "norm.bias", "head.1.weight", "head.1.bias"]
+    assert sorted({c.input for c in report.comparisons}) == sorted(["x", *names])
+    expected = _torch_gradients(model, x)
+    for name in names:
+        np.testing.assert_allclose(report.gradients["torch"][name], expected[name], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(report.gradients["symgrad"][name], expected[name], rtol=1e-9, atol=1e-12)
+    # the check leaves the model as it was: its own parameters, running statistics untouched
+    assert model.norm.num_batches_tracked.item() == 0
+    assert np.array_equal(model.norm.running_mean.numpy(), np.zeros(4))
+    assert model.fc.weight.dtype == torch.float32 and model.fc.weight.grad is None
+
+
+def test_crosscheck_rebuilds_a_subclass_under_pytorch_with_super():
+    torch.manual_seed(0)
+    model = DoubledNet()
+    report = torch.crosscheck(model, {"x": x64(5, 3)}, against=("torch",))
+    assert report.ok, str(report)
+    single = torch.crosscheck(ScaledNet(), {"x": x64(5, 3)}, against=("torch",))
+    assert report.gradients["torch"]["x"].shape == (5, 3) and single.ok
+
+
+def test_crosscheck_of_a_module_catches_a_wrong_parameter_gradient(buggy_ops):
+    wrong, _ = buggy_ops
+
+    class Wrong(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(2, 3)
+
+        def forward(self, x):
+            return apply(wrong, self.fc(x))
+
+    report = torch.crosscheck(Wrong(), [np.ones((4, 2))], against=("finite_differences",))
+    failed = {c.input for c in report.comparisons if not c.ok}
+    assert not report.ok and {"fc.weight", "fc.bias", "x"} <= failed
+
+
+def test_command_line_checks_a_module_class(tmp_path):
+    path = tmp_path / "net.py"
+    path.write_text(textwrap.dedent("""
+        import symgrad as torch
+        from symgrad import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 2)
+
+            def forward(self, x):
+                return torch.tanh(self.fc(x)).sum()
+
+        class NeedsWidth(Net):
+            def __init__(self, width):
+                super().__init__()
+    """))
+    run = functools.partial(subprocess.run, capture_output=True, text=True, timeout=300)
+    result = run([sys.executable, "-m", "symgrad", "check", f"{path}:Net", "--arg", "x=f64[4,3]"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "fc.weight  symgrad vs torch" in result.stdout and "all engines agree" in result.stdout
+    result = run([sys.executable, "-m", "symgrad", "check", f"{path}:NeedsWidth", "--arg", "x=f64[4,3]"])
+    assert result.returncode == 2 and "cannot build NeedsWidth() with no arguments" in result.stderr

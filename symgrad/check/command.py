@@ -1,5 +1,7 @@
 """``symgrad check path/to/file.py:fn --arg x=f64[4,3] ...``: a cross-check for someone's CI.
 
+The target may also name an ``nn.Module`` instance, or a Module class that is built with no
+arguments after ``manual_seed(--seed)``; its parameters are checked with its inputs.
 Prints the report and exits 1 when any pair of engines disagrees (2 for bad usage).
 """
 from __future__ import annotations
@@ -43,8 +45,23 @@ def load_function(target: str):
     return getattr(module, name)
 
 
+def _model(target, seed: int):
+    """A Module class is built (seeded, no arguments); anything else is used as it is."""
+    from symgrad import manual_seed
+    from symgrad.nn.module import Module
+    if isinstance(target, type) and issubclass(target, Module):
+        manual_seed(seed)
+        try:
+            return target()
+        except TypeError as error:
+            raise ValueError(f"cannot build {target.__name__}() with no arguments ({error}); "
+                             f"name a module instance in the file instead") from None
+    return target
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", help="path/to/file.py:function (written for `import symgrad as torch`)")
+    parser.add_argument("target", help="path/to/file.py:function, or :Model (an nn.Module class or instance), "
+                                       "written for `import symgrad as torch`")
     parser.add_argument("--arg", action="append", default=[], metavar="NAME=DTYPE[SHAPE]",
                         help="one per argument, in order, e.g. --arg x=f64[4,3]")
     parser.add_argument("--against", default=",".join(ENGINES), help=f"engines (default {','.join(ENGINES)})")
@@ -57,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     rng = np.random.default_rng(args.seed)
     try:
-        fn = load_function(args.target)
+        fn = _model(load_function(args.target), args.seed)
         inputs = dict(parse_arg(a, rng) for a in args.arg)
     except ValueError as error:
         print(f"symgrad check: {error}", file=sys.stderr)

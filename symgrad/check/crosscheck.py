@@ -18,9 +18,11 @@ import itertools
 
 import numpy as np
 
+from symgrad.check.model import ModelFunction
 from symgrad.check.report import CrossCheckReport, compare
 from symgrad.check.torch_bridge import on_torch
 from symgrad.check.traced import as_float64, input_names, trace
+from symgrad.nn.module import Module
 from symgrad.tensor import Tensor
 
 ENGINES = ("finite_differences", "jax", "torch")
@@ -70,7 +72,7 @@ def _jax(function, arrays, wrt, projections):
 def _torch(fn, arrays, wrt, projections):
     import torch
     tensors = [torch.tensor(a, requires_grad=k in wrt) for k, a in enumerate(arrays)]
-    result = on_torch(fn, torch)(*tensors)
+    result = (fn.on_torch(torch) if isinstance(fn, ModelFunction) else on_torch(fn, torch))(*tensors)
     outputs = list(result) if isinstance(result, (tuple, list)) else [result]
     total = sum((o * torch.tensor(r)).sum() if r is not None else o.sum() for o, r in zip(outputs, projections))
     total.backward()
@@ -83,9 +85,14 @@ def crosscheck(fn, inputs, against=ENGINES, *, claimed=None, atol: float = 1e-5,
 
     ``inputs``: a list of arrays/tensors or a dict name -> array.  Float inputs are
     differentiated (tensors only when they require grad); all run in float64.
+    ``fn`` may be an ``nn.Module``: ``inputs`` are its forward's, and its parameters that
+    require grad are checked too, by their ``named_parameters`` names.
     ``claimed``: gradients to check, a list (one per differentiated input) or a dict by name.
     An engine that cannot run (PyTorch not installed) is listed in ``report.skipped``.
     """
+    if isinstance(fn, Module):
+        fn = ModelFunction(fn, inputs)
+        inputs = fn.inputs
     names = input_names(fn, inputs)
     values = list(inputs.values()) if isinstance(inputs, dict) else list(inputs)
     arrays = [as_float64(v) for v in values]

@@ -15,18 +15,26 @@ def _counterparts(torch):
             id(symgrad.autograd): torch.autograd}
 
 
-def _rebind(fn, new_globals):
-    rebound = types.FunctionType(fn.__code__, new_globals, fn.__name__, fn.__defaults__, fn.__closure__)
+def _rebind(fn, new_globals, closure):
+    rebound = types.FunctionType(fn.__code__, new_globals, fn.__name__, fn.__defaults__, closure)
     rebound.__kwdefaults__ = fn.__kwdefaults__
+    rebound.__qualname__ = fn.__qualname__
     return rebound
 
 
-def on_torch(fn, torch):
-    """``fn`` running against PyTorch wherever its module says symgrad."""
+def on_torch(fn, torch, cls=None):
+    """``fn`` running against PyTorch wherever its module says symgrad.
+
+    ``cls``: the class a method now belongs to, so its zero-argument ``super()`` finds it."""
     swap = _counterparts(torch)
     module_globals = fn.__globals__
     new_globals = {name: swap.get(id(value), value) for name, value in module_globals.items()}
     for name, value in module_globals.items():
         if isinstance(value, types.FunctionType) and value.__globals__ is module_globals:
-            new_globals[name] = _rebind(value, new_globals)
-    return _rebind(fn, new_globals)
+            new_globals[name] = _rebind(value, new_globals, value.__closure__)
+    closure = fn.__closure__
+    if cls is not None and "__class__" in fn.__code__.co_freevars:
+        closure = tuple(types.CellType(cls) if name == "__class__" else cell
+                        for name, cell in zip(fn.__code__.co_freevars, closure))
+    return _rebind(fn, new_globals, closure)
+
