@@ -189,17 +189,25 @@ def mean(input, dim=None, keepdim: bool = False):
     return apply(MEAN, input, attrs=_reduction_attrs(input, dim, keepdim, "MeanBackward1", "MeanBackward0"))
 
 
+def _extreme_attrs(input, dim, keepdim: bool, name: str, grad_fn: str):
+    """amax/amin refuse an empty reduced dim, looking for one before a repeated dim (as PyTorch)."""
+    if dim in (None, (), []):
+        attrs = _reduction_attrs(input, dim, keepdim, grad_fn, grad_fn)
+        _nonempty(input, name, attrs[0], dim_given=False)
+        return attrs
+    _nonempty(input, name, [dim_index(d, input.ndim) for d in ((dim,) if isinstance(dim, int) else dim)])
+    return _reduction_attrs(input, dim, keepdim, grad_fn, grad_fn)
+
+
 @MAX.publish(Names(function=("amax",), method=("amax",)))
 def amax(input, dim=(), keepdim: bool = False):
-    attrs = _reduction_attrs(input, dim, keepdim, "AmaxBackward0", "AmaxBackward0")
-    _nonempty(input, "amax", attrs[0], dim_given=dim not in (None, (), []))
+    attrs = _extreme_attrs(input, dim, keepdim, "amax", "AmaxBackward0")
     return apply(MAX, input, attrs=attrs)
 
 
 @MIN.publish(Names(function=("amin",), method=("amin",)))
 def amin(input, dim=(), keepdim: bool = False):
-    attrs = _reduction_attrs(input, dim, keepdim, "AminBackward0", "AminBackward0")
-    _nonempty(input, "amin", attrs[0], dim_given=dim not in (None, (), []))
+    attrs = _extreme_attrs(input, dim, keepdim, "amin", "AminBackward0")
     return apply(MIN, input, attrs=attrs)
 
 
