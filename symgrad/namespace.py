@@ -10,6 +10,7 @@ import functools
 
 from symgrad.inplace import apply_inplace
 from symgrad.ops.registry import REGISTRY
+from symgrad.out_argument import accepting_out
 from symgrad.tensor import Tensor
 
 
@@ -19,7 +20,7 @@ def publish(namespace: dict, functional) -> None:
     for op in REGISTRY.values():
         for function, names in op.public:
             for name in names.function:
-                namespace[name] = function
+                namespace[name] = accepting_out(function, name)
             for name in names.functional:
                 setattr(functional, name, function)
             for name in names.method:
