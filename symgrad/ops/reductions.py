@@ -195,7 +195,8 @@ def _extreme_attrs(input, dim, keepdim: bool, name: str, grad_fn: str):
         attrs = _reduction_attrs(input, dim, keepdim, grad_fn, grad_fn)
         _nonempty(input, name, attrs[0], dim_given=False)
         return attrs
-    _nonempty(input, name, [dim_index(d, input.ndim) for d in ((dim,) if isinstance(dim, int) else dim)])
+    axes = [dim_index(d, input.ndim) for d in ((dim,) if isinstance(dim, int) else dim)]
+    _nonempty(input, name, axes if input.ndim else ())
     return _reduction_attrs(input, dim, keepdim, grad_fn, grad_fn)
 
 
