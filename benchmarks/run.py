@@ -2,6 +2,7 @@
 
     python -m benchmarks.run                # all workloads
     python -m benchmarks.run --only W1,W5   # some of them
+    python -m benchmarks.run --only export  # exported artifacts against jax.jit; lower's growth in D
 """
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import datetime
 import os
 import platform
 
-from benchmarks import workloads
+from benchmarks import export, workloads
 
 WORKLOADS = {"W1": workloads.w1_seed, "W2": workloads.w2_mlp, "W3": workloads.w3_logreg,
              "W4": workloads.w4_chain, "W5": workloads.w5_loop,
-             "W5b": lambda: workloads.w5_loop(optimizer=True), "W6": workloads.w6_mlp}
+             "W5b": lambda: workloads.w5_loop(optimizer=True), "W6": workloads.w6_mlp,
+             "export": export.export_rows}
 
 
 def _cpu() -> str:

@@ -154,7 +154,8 @@ SIZES = (784, 512, 512, 10)
 BATCH = 128
 
 
-def w2_mlp():
+def w2_data():
+    """W2's batch, labels and initial parameters (w1, b1, w2, b2, w3, b3), the same every run."""
     rng = np.random.default_rng(1)
     X = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
     labels = rng.integers(0, SIZES[-1], BATCH)
@@ -162,6 +163,11 @@ def w2_mlp():
     for n_in, n_out in zip(SIZES[:-1], SIZES[1:]):
         params += [(rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32),
                    np.zeros(n_out, np.float32)]
+    return X, labels, params
+
+
+def w2_mlp():
+    X, labels, params = w2_data()
     results, turns = {}, Turns("W2 mlp")
 
     x, t = symgrad.tensor(X), symgrad.tensor(labels)

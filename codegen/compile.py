@@ -7,9 +7,12 @@ phase is kept in ``stats`` so growth with graph size is visible.
 """
 from __future__ import annotations
 
+import itertools
+import linecache
 import math
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import jax
@@ -71,14 +74,24 @@ stats = Stats()
 building = threading.RLock()
 
 
+_numbers = itertools.count()
+
+
 def compile_program(program: Program) -> CompiledProgram:
+    """Emit, exec and jit ``program``.  Its source is registered with ``linecache`` under a name
+    of its own (``<symgrad:forward_backward:3>``) while the program lives, so a traceback or a
+    debugger stepping into it shows the generated lines."""
     start = time.perf_counter()
     source = emit(program)
+    filename = f"<symgrad:{program.name}:{next(_numbers)}>"
     namespace: dict = {}
-    exec(compile(source, f"<symgrad:{program.name}>", "exec"), namespace)
+    exec(compile(source, filename, "exec"), namespace)
     python_fn = namespace[program.name]
     stats.emit_seconds += time.perf_counter() - start
-    return CompiledProgram(program, source, jax.jit(python_fn), python_fn)
+    compiled = CompiledProgram(program, source, jax.jit(python_fn), python_fn)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    weakref.finalize(compiled, linecache.cache.pop, filename, None)
+    return compiled
 
 
 class ProgramCache:

@@ -31,6 +31,20 @@ def live_assignments(program: Program):
     return kept
 
 
+def bare(text: str) -> str:
+    """``text`` without parentheses around the whole of it: ``g = (1/b)`` reads ``g = 1/b``."""
+    while text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, char in enumerate(text):
+            depth += (char == "(") - (char == ")")
+            if depth == 0:
+                break
+        if i != len(text) - 1:
+            return text
+        text = text[1:-1]
+    return text
+
+
 def emit(program: Program, reroll: bool | None = None) -> str:
     """The program's source; ``reroll=False`` prints every assignment (tests compare the two; by
     default loops are rerolled on the fast path only, codegen.speed)."""
@@ -56,7 +70,7 @@ def emit(program: Program, reroll: bool | None = None) -> str:
         sym, expr = kept[position]
         if scans is not None:
             lines += scans.sums_before(position)
-        lines.append(f"    {sym.name} = {value_text(program, expr, program.shapes[sym], program.dtypes[sym])}")
+        lines.append(f"    {sym.name} = {bare(value_text(program, expr, program.shapes[sym], program.dtypes[sym]))}")
         position += 1
     outputs = [value_text(program, expr, shape, dtype) for expr, shape, dtype in program.outputs]
     comment = ", ".join(program.output_names)

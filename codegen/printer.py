@@ -31,7 +31,13 @@ DTYPES = {"float16": "jnp.float16", "float32": "jnp.float32", "float64": "jnp.fl
 
 
 def _axes(tup) -> str:
-    return repr(tuple(int(a) for a in tup))
+    """Axes or sizes as a tuple; a symbolic size (an exported batch dimension) prints as its expression."""
+    return repr(tuple(int(a) if a.is_Integer else _Size(a) for a in map(sp.sympify, tup)))
+
+
+class _Size(str):
+    def __repr__(self):
+        return self
 
 
 class JaxPrinter(StrPrinter):
@@ -76,6 +82,10 @@ class JaxPrinter(StrPrinter):
 
     def _print_Pow(self, expr, rational=False):
         base, exponent = expr.args
+        if exponent.is_Float and float(exponent) in (1.0, -1.0):  # x**1.0 is x, x**-1.0 is 1/x, exactly
+            exponent = sp.Integer(int(exponent))
+            if exponent == 1:
+                return self._print(base)
         if exponent == sp.S.Half:
             return f"jnp.sqrt({self._print(base)})"
         if exponent == -sp.S.Half:
@@ -129,7 +139,8 @@ class JaxPrinter(StrPrinter):
 
     def _print_binary_cross_entropy_with_logits(self, expr):
         x, t = (self._print(a) for a in expr.args)
-        return f"((1 - {t}) * {x} + jax.nn.softplus(-({x})))"
+        minus_x = f"-{x}" if x.isidentifier() else f"-({x})"
+        return f"((1 - {t}) * {x} + jax.nn.softplus({minus_x}))"
 
     def _print_rerouted(self, expr):
         return self._print(expr.args[0])
@@ -260,6 +271,9 @@ class JaxPrinter(StrPrinter):
 
     def _print_StopGradient(self, expr):
         return f"jax.lax.stop_gradient({self._print(expr.args[0])})"
+
+    def _print_ReducedWithSlope(self, expr):  # the value: the slope serves the gradient only
+        return self._print(expr.args[0])
 
 
 def _check_complete():

@@ -22,7 +22,7 @@ from symgrad.legacy_types import (BoolTensor, DoubleTensor, FloatTensor, HalfTen
 from symgrad.ops import (activations as _a, convolution as _c, elementwise as _e, functions as _f,  # noqa: E402,F401
                          indexing as _i, linalg as _l, logical as _g, reductions as _r, shape as _s,
                          sorting as _o)  # (registering their ops)
-from symgrad import nn, autograd, linalg, optim, symbolic  # noqa: E402
+from symgrad import nn, autograd, linalg, optim, symbolic, viz  # noqa: E402
 from symgrad import tensor_methods as _methods  # noqa: E402,F401  (attaches the methods that are no op's)
 from symgrad.namespace import publish as _publish  # noqa: E402
 from symgrad.creation import (arange, as_tensor, bernoulli, eye, from_numpy, full, full_like,  # noqa: E402
@@ -32,7 +32,10 @@ from symgrad import random  # noqa: E402  (torch.random)
 from symgrad.random import (Generator, default_generator, get_rng_state, initial_seed,  # noqa: E402
                             manual_seed, seed, set_rng_state)
 from symgrad.compiled import grad, value_and_grad  # noqa: E402
-from symgrad.serialization import load, save  # noqa: E402
+from symgrad import func  # noqa: E402  (torch.func, built on value_and_grad)
+from symgrad.serialization import save  # noqa: E402
+from symgrad.export_artifact import load  # noqa: E402  (a checkpoint, or an exported gradient's directory)
+from symgrad.exporting import spec  # noqa: E402
 from symgrad import check  # noqa: E402
 from symgrad.check import crosscheck, gradcheck, gradgradcheck  # noqa: E402
 from symgrad.engine import plain_path  # noqa: E402

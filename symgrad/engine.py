@@ -25,19 +25,21 @@ import weakref
 
 import jax
 import jax.numpy as jnp
-import sympy as sp
 
 import codegen.compile as programs  # module imports: importing codegen may be what imports symgrad
 import codegen.emit as emitter
 from codegen import deferred, speed
-from symgrad import replay
-from symgrad.nodes import CONST, leaf, program_ran
-from symgrad.tracing import BackwardPlan, Walk, forward_program, gradient_path, is_float_scalar
+from symgrad import hooks, replay
+from symgrad.nodes import CONST, is_zero_fill, leaf, owners_of, program_ran
+from symgrad.tracing import BackwardPlan, Trace, Walk, forward_program, gradient_path, is_float_scalar
 
 FREED_MESSAGE = ("Trying to backward through the graph a second time (or directly access saved tensors "
                  "after they have already been freed). Saved intermediate values of the graph are freed when "
                  "you call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
                  "through the graph a second time or if you need to access saved tensors after calling backward.")
+
+
+anomaly_mode = [False, True]  # detect_anomaly (symgrad.autograd.anomaly): on, and checking for NaN
 
 
 class _FloatsBound:
@@ -236,6 +238,10 @@ def _backward(root, seed, retain_graph, inputs) -> None:
     for node in path:
         if node.freed and node.op.saves:
             raise RuntimeError(FREED_MESSAGE)
+    if hooks.on_nodes.data or hooks.leaves:  # any tensor with a hook (two truth tests: the hot path)
+        cuts = hooks.cuts(path)
+        if cuts or hooks.hooked_targets(owners_of(targets)[0]):
+            return _staged(root, seed, retain_graph, path, targets, cuts)
     request = replay.request(root, targets) if seed is None and speed.fast else None
     found = programs.cache.find(request.key) if request is not None else None
     if found is not None:  # a structure seen before: no walk
@@ -251,6 +257,8 @@ def _backward(root, seed, retain_graph, inputs) -> None:
         outputs = deferred.call(compiled, plan.walk.inputs)
         pending = [plan.walk.order[position] for position in plan.pending]
         owners, owned = plan.owners, plan.owned
+    if anomaly_mode[0] and anomaly_mode[1]:
+        _check_nan(owned, outputs[1 + len(pending):])
     root.computed(outputs[0])
     for node, value in zip(pending, outputs[1:]):
         node.computed(value)
@@ -262,7 +270,110 @@ def _backward(root, seed, retain_graph, inputs) -> None:
             node.freed = True
 
 
+def _check_nan(nodes, gradients) -> None:
+    """detect_anomaly: refuse gradients with NaN before any ``.grad`` takes them."""
+    for node, gradient in zip(nodes, gradients):
+        if jnp.isnan(deferred.value(gradient)).any():
+            raise RuntimeError(f"backward returned nan values in the gradient of a tensor of shape "
+                               f"{list(node.shape)} (anomaly detection: symgrad checks the gradients its backward "
+                               f"program returns)")
+
+
 def _planned(root, gradient_node, inputs, path_and_targets):
     """The walk of a backward and its compiled program (a miss builds it)."""
     plan = BackwardPlan(root, gradient_node, inputs, path_and_targets)
     return plan, _compiled(plan.key, plan.walk, plan.program)
+
+
+# ------------------------------------------------------------------ backward with hooks
+
+
+def walk_declaring(nodes, values=None) -> tuple[Walk, list]:
+    """A walk whose first inputs are ``nodes``, whatever they are (a graph cut there, or placeholders
+    a lowering gives expressions for), each once with its value from ``values``; and the index in
+    ``nodes`` of each.  Walking from its roots stops at them."""
+    walk, firsts = Walk(), []
+    for k, node in enumerate(nodes):
+        if node not in walk.index:
+            walk.index[node] = len(walk.order)
+            walk.order.append(node)
+            walk.entries.append((None, node.shape, node.dtype, node.requires_grad))
+            walk.inputs.append(None if values is None else values[k])
+            firsts.append(k)
+    return walk, firsts
+
+
+def _staged(root, seed, retain_graph, path, targets, cuts) -> None:
+    """A backward that reaches hooks (symgrad.hooks), in stages: a program computes the gradient
+    at the hooked node nearest the root (with the graph cut at every hooked node) and the parts of
+    the other gradients that do not pass through it; Python runs its hooks; the next program starts
+    from there with the gradient they returned.  Leaf hooks run on each leaf's total gradient
+    before it is added to ``.grad``; post-accumulate hooks after."""
+    order = Walk()
+    order.add(root, True)
+    cuts = sorted(cuts, key=order.index.__getitem__, reverse=True)  # nearest the root first
+    realize(cuts)
+    totals, final = {}, {}
+    start, weight, value = root, seed, None
+    for k in range(len(cuts) + 1):
+        outputs, reached = _stage(start, weight, cuts[k:], targets)
+        value = reached if k == 0 else value
+        for node, gradient in outputs.items():
+            totals[node] = gradient if node not in totals else totals[node] + gradient
+        if k < len(cuts):
+            gradient = final[cuts[k]] = _hooked(hooks.on_nodes.get(cuts[k], {}).values(), totals.pop(cuts[k]))
+            start, weight = cuts[k], leaf(gradient, cuts[k].dtype, shape=cuts[k].shape)
+    root.computed(value)
+    owners, owned, groups = owners_of(targets)
+    sums = [None] * len(owners)
+    for target, group in zip(targets, groups):
+        gradient = final.get(target, totals.get(target))
+        if gradient is None:
+            gradient = jnp.zeros(target.shape, target.dtype.numpy)
+        sums[group] = gradient if sums[group] is None else sums[group] + gradient
+    sums = [_hooked(hooks.of_leaf(owner, "grad"), gradient) if node.is_leaf else gradient
+            for owner, node, gradient in zip(owners, owned, sums)]  # all hooks first: an error changes no .grad
+    if anomaly_mode[0] and anomaly_mode[1]:
+        _check_nan(owned, sums)
+    for owner, node, gradient in zip(owners, owned, sums):
+        previous = owner._grad
+        if previous is not None and not is_zero_fill(previous._node):
+            gradient = array(previous._node) + gradient
+        owner._set_grad(leaf(jnp.asarray(gradient, node.dtype.numpy), node.dtype, shape=node.shape))
+        for hook in hooks.of_leaf(owner, "post") if hooks.accumulating[0] else ():
+            hook(owner)
+    program_ran()
+    if not retain_graph:
+        for node in path:
+            node.freed = True
+
+
+def _hooked(functions, gradient):
+    """The gradient after each hook in turn (a hook returning None leaves it as it is)."""
+    for function in list(functions):
+        result = function(gradient)
+        if result is not None:
+            gradient = result
+    return gradient
+
+
+def _stage(start, weight, cuts, targets):
+    """One program: the gradients of ``start`` (weighted by ``weight``) at the ``cuts`` (inputs
+    here, with their values) and at the targets it reaches, by node; and the value of ``start``."""
+    walk, _ = walk_declaring(cuts, [node.value for node in cuts])
+    root = walk.add(start, True)
+    seed = walk.add(weight, False) if weight is not None else -1
+    wanted = list(dict.fromkeys([*cuts, *[t for t in targets if t in walk.index]]))
+    positions = [walk.index[n] for n in wanted]
+    key = ("backward stage", tuple(walk.entries), root, seed, tuple(positions))
+
+    def build():
+        trace = Trace(walk, "backward_stage")
+        for position, gradient in zip(positions, trace.gradients(root, positions, seed)):
+            node = walk.order[position]
+            trace.program.output(gradient, node.shape, node.dtype.name, f"gradient at {trace.exprs[position]}")
+        trace.output(root, "value")
+        return trace.program
+
+    results = [deferred.value(r) for r in _compiled(key, walk, build).run(*arrays(walk.inputs))]
+    return dict(zip(wanted, results)), results[-1]

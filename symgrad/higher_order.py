@@ -19,13 +19,33 @@ from symgrad.ops.registry import Op
 from symgrad.tracing import Walk
 
 
-def _infer(nodes, root, target, seeded):
-    return target.shape, target.dtype
+class Derivative:
+    """What a gradient node differentiates, compared by structure (the walk of ``root``'s graph and
+    the positions of ``root`` and ``target`` in it): a loop that makes the same gradient every step
+    finds its compiled program, and any of the equal instances lowers to that program."""
+
+    __slots__ = ("root", "target", "key", "hash")
+
+    def __init__(self, root: Node, target: Node, walk: Walk):
+        self.root, self.target = root, target
+        self.key = (tuple(walk.entries), walk.index[root], walk.index.get(target, -1))
+        self.hash = hash(self.key)
+
+    def __hash__(self):
+        return self.hash
+
+    def __eq__(self, other):
+        return self is other or (isinstance(other, Derivative) and self.hash == other.hash and self.key == other.key)
+
+
+def _infer(nodes, derivative, seeded):
+    return derivative.target.shape, derivative.target.dtype
 
 
 def _build(p, node, *args):
     """Lower ``root``'s graph again from this node's inputs, then reverse mode to ``target``."""
-    root, target, seeded = node.attrs
+    derivative, seeded = node.attrs
+    root, target = derivative.root, derivative.target
     walk = Walk()
     position = walk.add(root, True)
     seed = args[-1] if seeded else sp.S.One
@@ -43,7 +63,34 @@ def _build(p, node, *args):
     return gradient
 
 
-GRADIENT = Op("gradient", "GradientBackward", _infer, _build, saves=True)
+# The node PyTorch's backward of the op that uses the target ends with (its create_graph gradient's
+# grad_fn), for the common ops whose backward formula reads their input.
+_LAST_BACKWARD = {"pow": "MulBackward0", "mul": "MulBackward0", "exp": "MulBackward0", "sin": "MulBackward0",
+                  "cos": "MulBackward0", "abs": "MulBackward0", "log": "DivBackward0", "sqrt": "DivBackward0",
+                  "tanh": "TanhBackwardBackward0", "sigmoid": "SigmoidBackwardBackward0",
+                  "relu": "ThresholdBackwardBackward0", "softplus": "SoftplusBackwardBackward0"}
+
+
+def _backward_name(nodes, derivative, seeded) -> str:
+    """PyTorch's grad_fn name for this gradient where it is known: ``AddBackward0`` for a target used
+    twice (two contributions added), else by the op that uses it; ``GradientBackward`` otherwise."""
+    walk = Walk()
+    walk.add(derivative.root, True)
+    uses = [(n, k) for n in walk.order if walk.entries[walk.index[n]][0] is not None
+            for k, i in enumerate(n.inputs) if i is derivative.target]
+    if len(uses) > 1:
+        return "AddBackward0"
+    if uses:
+        node, position = uses[0]
+        if node.op.name == "div":
+            return "DivBackward0" if position == 0 else "MulBackward0"
+        if node.op.name == "custom_function":  # the last op of the user's backward
+            return node.attrs[0].gradient_name(position)
+        return _LAST_BACKWARD.get(node.op.name, "GradientBackward")
+    return "GradientBackward"
+
+
+GRADIENT = Op("gradient", _backward_name, _infer, _build, saves=True)
 
 
 def gradient_node(root: Node, target: Node, seed: Node | None) -> Node:
@@ -63,5 +110,5 @@ def gradient_node(root: Node, target: Node, seed: Node | None) -> Node:
     if seed is not None:
         inputs.append(seed)
     requires_grad = is_grad_enabled() and any(n.requires_grad for n in inputs)
-    return Node(GRADIENT, tuple(inputs), (root, target, seed is not None), target.shape, target.dtype,
-                requires_grad, None, None, None, None)
+    return Node(GRADIENT, tuple(inputs), (Derivative(root, target, walk), seed is not None), target.shape,
+                target.dtype, requires_grad, None, None, None, None)

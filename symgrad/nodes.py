@@ -297,10 +297,14 @@ class BackwardFunction:
 
 
 class AccumulateGrad:
-    """The end of a gradient path: a leaf that requires grad."""
+    """The end of a gradient path: a leaf that requires grad; ``variable`` is its tensor."""
 
     def __init__(self, node):
-        self.variable_shape = node.shape
+        self.variable = node.owner() if node.owner is not None else None
+        self.next_functions = ()
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
 
     def __repr__(self):
         return f"<AccumulateGrad object at {id(self):#x}>"
@@ -311,6 +315,8 @@ def grad_fn_of(node: Node):
         return None
     if node.grad_fn_object is None:
         name = node.op.backward_name(node.inputs, node.attrs)
+        if name is None:  # a placeholder with no backward of its own (a custom Function's grad_output)
+            return None
         cls = _backward_classes.get(name)
         if cls is None:
             cls = _backward_classes[name] = type(name, (BackwardFunction,), {"__slots__": ()})

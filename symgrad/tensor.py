@@ -25,7 +25,7 @@ from symgrad.tracing import gradient_path
 
 
 class Tensor:
-    __slots__ = ("_node", "_grad", "_base", "__weakref__")
+    __slots__ = ("_node", "_grad", "_base", "_hooks", "__weakref__")  # _hooks: unset until one is registered
     __array_priority__ = 1000  # numpy defers to us: np.float32(0.1) * t is a Tensor, as in PyTorch
 
     def __init__(self, node: Node = None, *sizes):
@@ -80,9 +80,13 @@ class Tensor:
 
     @grad.setter
     def grad(self, value):
+        if value is not None and not isinstance(value, Tensor):
+            raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                            f"{type(value).__name__}")
         if value is not None and tuple(value.shape) != self._node.shape:
-            raise RuntimeError(f"assigned grad has data of a different size: {tuple(value.shape)} "
-                               f"vs the tensor's {tuple(self._node.shape)}")
+            raise RuntimeError(f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor of size "
+                               f"'{list(self._node.shape)}'. Please ensure that the gradient and the tensor are "
+                               f"the same size")
         self._grad = value
 
     def retain_grad(self) -> None:

@@ -5,8 +5,9 @@ The ops' own methods (``exp``, ``__add__``, ``add_`` ...) come from the registry
 """
 from __future__ import annotations
 
-from symgrad import creation, devices, dtypes
+from symgrad import creation, devices, dtypes, engine, hooks
 from symgrad.inplace import copy_, data, fill_inplace
+from symgrad.nodes import leaf
 from symgrad.ops import shape as S
 from symgrad.tensor import Tensor
 
@@ -27,7 +28,44 @@ def _to(self, *args, **kwargs):
     return S.to_dtype(self, target) if target is not None else self
 
 
+def register_hook(self, hook) -> hooks.RemovableHandle:
+    """``hook(grad)`` runs when backward has this tensor's gradient; a tensor it returns replaces it
+    (a backward that reaches a hook runs in stages: docs/performance.md)."""
+    if not self._node.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    node = self._node
+    on_arrays = _on_arrays(hook, node.shape, node.dtype)
+    return hooks.on_tensor(self, "grad", on_arrays) if node.is_leaf else hooks.on_node(node, on_arrays)
+
+
+def register_post_accumulate_grad_hook(self, hook) -> hooks.RemovableHandle:
+    """``hook(tensor)`` runs after backward has added to this leaf's ``.grad``."""
+    if not self._node.is_leaf:
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+    if not self._node.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    return hooks.on_tensor(self, "post", hook)
+
+
+def _on_arrays(hook, shape, dtype):
+    """The user's hook as the engine calls it: an array in, an array or None out, PyTorch's errors."""
+    name = getattr(hook, "__name__", type(hook).__name__)
+
+    def run(array):
+        result = hook(Tensor(leaf(array, dtype, shape=shape)))
+        if result is None:
+            return None
+        if not isinstance(result, Tensor):
+            raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
+        if tuple(result.shape) != shape:
+            raise RuntimeError(f"hook '{name}' has changed the size of value")
+        return engine.array(result._node)
+    return run
+
+
 METHODS = {
+    "register_hook": register_hook,
+    "register_post_accumulate_grad_hook": register_post_accumulate_grad_hook,
     "__pos__": lambda a: a,
     "zero_": lambda a: fill_inplace(a, 0, "ZeroBackward0"),
     "fill_": lambda a, value: fill_inplace(a, value),

@@ -93,9 +93,9 @@ class Walk:
                 args = [exprs[i] for i in entry[3]] if node.inputs else []
                 if floats:
                     args = [_at_compute_dtype(program, a, node) if a in floats else a for a in args]
-                if not node.op.elementwise:  # a number or a scalar standing for an array becomes one
-                    args = [a if a.is_Number and not i.shape else program.materialize(a, i.shape, i.dtype.name)
-                            for a, i in zip(args, node.inputs)]
+                if not node.op.elementwise:  # a number or a scalar standing for an array becomes one,
+                    # typed (a bare 0.0 is a float64 to JAX: max() of a zeroed float32 0-d tensor was one)
+                    args = [program.materialize(a, i.shape, i.dtype.name) for a, i in zip(args, node.inputs)]
                 expr = node.op.build(program, node, *args)
                 if (node.op is LEAF or not node.requires_grad) and any(i.requires_grad for i in node.inputs) \
                         and not expr.is_Number:

@@ -102,6 +102,26 @@ def test_logistic_regression_on_large_inputs_stays_pytorchs_step_by_step(torch):
 # --------------------------------------------------------------------- 2. and 5. 0-d tensors
 
 
+ON_A_ZEROED_0D_TENSOR = {
+    "amax()": lambda x: x.amax(), "amin(0)": lambda x: x.amin(0), "max()": lambda x: x.max(),
+    "logsumexp(0)": lambda x: x.logsumexp(0), "sort()": lambda x: x.sort()[0], "topk(1)": lambda x: x.topk(1)[0],
+    "cumsum(0)": lambda x: x.cumsum(0), "argmax()": lambda x: x.argmax(),
+}
+
+
+@pytest.mark.parametrize("name", list(ON_A_ZEROED_0D_TENSOR))
+def test_a_whole_array_op_on_a_zeroed_0d_tensor(torch, name):
+    """Was: the zeroed tensor folded to a bare 0.0 in the program, which JAX reads as float64 (a
+    float32 tensor holding a float64 array) and which sort could not take an axis of."""
+    def run(T):
+        x = T.tensor(np.float32(1.0))
+        x.zero_()
+        out = ON_A_ZEROED_0D_TENSOR[name](x)
+        return out.numpy().dtype, out.tolist(), str(out.dtype)
+
+    assert run(symgrad) == run(torch)
+
+
 ZERO_D_PROGRAMS = {
     "expand then sum": lambda T, x: x.expand(3).sum(),
     "flatten then index": lambda T, x: x.flatten()[0],

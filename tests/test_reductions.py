@@ -281,12 +281,21 @@ def test_a_failed_call_records_nothing_and_later_calls_work(torch):
     np.testing.assert_array_equal(x.grad.numpy(), expected)
 
 
-def test_spectral_norms_say_they_are_not_implemented():
-    x = symgrad.tensor(PLAIN)
-    for call in (lambda: reductions.matrix_norm(x, 2), lambda: reductions.matrix_norm(x, "nuc"),
-                 lambda: x.norm("nuc"), lambda: reductions.vector_norm(x, 3)):
-        with pytest.raises(NotImplementedError, match="symgrad"):
-            call()
+@pytest.mark.parametrize("ord", [3, 0.5, 1.5, -1, 2.5, 4])
+def test_p_norms_to_second_order_with_zero_rows_and_entries(torch, ord):
+    """Any real p: PyTorch's values, its norm_backward (zero where the norm is 0, or at x = 0 for
+    p < 1), and the gradient of that gradient."""
+    values = np.array([[0.5, -1.5, 0.0, 2.0], [1.0, 0.0, -0.25, 3.0], [0.0, 0.0, 0.0, 0.0]])
+    found = []
+    for T in (symgrad, torch):
+        x = T.tensor(values, requires_grad=True)
+        norms = T.linalg.vector_norm(x, ord, dim=1)
+        (g,) = T.autograd.grad((norms * T.tensor([1.0, -2.0, 0.5])).sum(), [x], create_graph=True)
+        (h,) = T.autograd.grad((g * T.tensor(np.arange(12.0).reshape(3, 4) / 7)).sum(), [x])
+        found.append([norms.detach().numpy(), g.detach().numpy(), h.numpy(), type(norms.grad_fn).__name__])
+    for ours, theirs in zip(found[0][:3], found[1][:3]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12, equal_nan=True)
+    assert found[0][3] == found[1][3] == "LinalgVectorNormBackward0"
 
 
 def test_gradients_are_symbolic_and_programs_are_shared(torch):

@@ -1,6 +1,7 @@
 """``torch.autograd.backward`` and ``torch.autograd.grad``."""
 from __future__ import annotations
 
+from symgrad import hooks
 from symgrad.creation import zeros_like
 from symgrad.higher_order import gradient_node
 from symgrad.tensor import Tensor, as_node
@@ -42,12 +43,14 @@ def _gradients(outputs, seeds, inputs, retain_graph) -> list:
     saved = [t._grad for t in inputs]
     for t in inputs:
         t._grad = None
+    hooks.accumulating[0] = False
     try:
         for k, (output, seed) in enumerate(zip(outputs, seeds)):
             last = k == len(outputs) - 1
             output.backward(seed, retain_graph=bool(retain_graph) or not last, inputs=inputs)
         return [t._grad for t in inputs]
     finally:
+        hooks.accumulating[0] = True
         for t, g in zip(inputs, saved):
             t._grad = g
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from symgrad.check.crosscheck import ENGINES, crosscheck
+from symgrad.nn.module import Module
+from symgrad.random import manual_seed
 
 SPEC = re.compile(r"^(?P<name>\w+)=(?P<dtype>f32|f64|i64)\[(?P<shape>[\d,\s]*)\]$")
 DTYPES = {"f32": np.float32, "f64": np.float64, "i64": np.int64}
@@ -47,8 +49,6 @@ def load_function(target: str):
 
 def _model(target, seed: int):
     """A Module class is built (seeded, no arguments); anything else is used as it is."""
-    from symgrad import manual_seed
-    from symgrad.nn.module import Module
     if isinstance(target, type) and issubclass(target, Module):
         manual_seed(seed)
         try:

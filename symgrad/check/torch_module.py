@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import inspect
 import types
+from collections import OrderedDict
 
 import numpy as np
 
+from symgrad import nn
 from symgrad.check.torch_bridge import on_torch
 from symgrad.tensor import Tensor
 
@@ -24,7 +26,6 @@ _OWN = frozenset(("training", "_parameters", "_buffers", "_non_persistent", "_mo
 
 def torch_module(module, torch):
     """``module`` as a ``torch.nn.Module`` of the matching classes, holding copies of its values."""
-    from symgrad import nn
     cls = type(module)
     if _is_builtin(cls, nn):
         result = _builtin(module, cls.__name__, torch)
@@ -57,7 +58,6 @@ def _builtin(module, name: str, torch):
         raise TypeError(f"crosscheck: torch.nn has no {name}; cannot run this module under PyTorch")
     cls = getattr(torch.nn, name)
     if name == "Sequential":
-        from collections import OrderedDict
         return cls(OrderedDict((k, torch_module(m, torch)) for k, m in module._modules.items()))
     if name == "ModuleList":
         return cls([torch_module(m, torch) for m in module._modules.values()])
@@ -87,7 +87,6 @@ def _builtin(module, name: str, torch):
 
 def _user_class(cls, torch, made: dict):
     """``cls`` again, with PyTorch bases and methods that see ``torch`` for ``symgrad``."""
-    from symgrad import nn
     if cls is nn.Module:
         return torch.nn.Module
     if _is_builtin(cls, nn):

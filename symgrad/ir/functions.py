@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 import sympy as sp
+from sympy.core.evalf import prec_to_dps
 
 from symgrad.ir import ieee
 
@@ -24,8 +25,58 @@ from symgrad.ir import ieee
 # --------------------------------------------------------------------------- elementwise
 
 
-class _RealFunction(sp.Function):
-    """An elementwise function of real arrays; on numbers it evaluates (so constants fold)."""
+class _ArrayCode:
+    """What ``sympy.lambdify(..., modules="numpy")`` and ``modules="jax"`` print for an IR head
+    (their printers ask ``_numpycode``/``_jaxcode``): ``array_code``, a format string over the
+    arguments ``{a}``, ``{b}``, ``{c}``, ``{d}`` and the array module's functions by name
+    (``{exp}`` is ``numpy.exp`` or ``jax.numpy.exp``).  The IR's own JAX text is codegen's."""
+
+    array_code = None
+
+    jax_array_code = None  # where JAX's spelling differs (a functional update)
+
+    def _array_arguments(self, printer):
+        return [_operand(printer, a) for a in self.args]
+
+    def _numpycode(self, printer):
+        names = _ModuleNames(printer)
+        names.update(zip("abcd", self._array_arguments(printer)))
+        code = self.jax_array_code if self.jax_array_code and printer._module == "jax.numpy" else self.array_code
+        return f"({code.format_map(names)})"
+
+    _jaxcode = _numpycode
+
+
+def _operand(printer, arg) -> str:
+    text = printer._print(arg)
+    return text if arg.is_Atom else f"({text})"
+
+
+def _literal(printer, arg) -> str:
+    """An attribute of a structural head as the Python literal NumPy and JAX take."""
+    if isinstance(arg, sp.Tuple):
+        return repr(_ints(arg))
+    if arg in (sp.true, sp.false):
+        return repr(bool(arg))
+    if isinstance(arg, sp.Symbol):  # a dtype's name
+        return repr(arg.name)
+    return printer._print(arg)
+
+
+class _ModuleNames(dict):
+    """Format keys that are not arguments are functions of the printer's array module."""
+
+    def __init__(self, printer):
+        super().__init__()
+        self.printer = printer
+
+    def __missing__(self, name):
+        return self.printer._module_format(f"{self.printer._module}.{name}")
+
+
+class _RealFunction(_ArrayCode, sp.Function):
+    """An elementwise function of real arrays; on numbers it evaluates (so constants fold, and
+    ``evalf`` works on arguments such as ``pi``)."""
 
     def _eval_is_real(self):
         return True
@@ -36,10 +87,21 @@ class _RealFunction(sp.Function):
             return sp.Float(cls.numeric(*(float(a) for a in args)))
         return None
 
+    def _latex(self, printer):  # SymPy's own would read binary_cross_entropy as binary with subscripts
+        name = type(self).__name__.replace("_", r"\_")
+        return rf"\operatorname{{{name}}}{{\left({', '.join(printer._print(a) for a in self.args)} \right)}}"
+
+    def _eval_evalf(self, prec):
+        args = [a.evalf(prec_to_dps(prec)) for a in self.args]
+        if all(a.is_Number for a in args):
+            return sp.Float(float(self.numeric(*(float(a) for a in args))), prec_to_dps(prec))
+        return None
+
 
 class sigmoid(_RealFunction):
     """The logistic function 1/(1+exp(-x)); kept whole so it lowers to a stable form."""
 
+    array_code = "1/(1 + {exp}(-({a})))"
     nargs = 1
 
     @staticmethod
@@ -53,6 +115,7 @@ class sigmoid(_RealFunction):
 class softplus(_RealFunction):
     """log(1+exp(x)), lowered stably; its derivative is sigmoid, defined everywhere."""
 
+    array_code = "{logaddexp}(0, {a})"
     nargs = 1
 
     @staticmethod
@@ -67,6 +130,7 @@ class binary_cross_entropy(_RealFunction):
     """PyTorch's BCE of a probability q against a target t, each log clamped at -100; its
     derivatives are PyTorch's, so a saturated sigmoid (q rounded to 1.0) gives 0, not 0 * inf."""
 
+    array_code = "({b} - 1)*{maximum}({log1p}(-({a})), -100.0) - {b}*{maximum}({log}({a}), -100.0)"
     nargs = 2
 
     @staticmethod
@@ -85,6 +149,7 @@ class binary_cross_entropy_with_logits(_RealFunction):
     """PyTorch's (1 - t) x + softplus(-x) (NaN at the infinities where PyTorch's is), with its
     derivatives sigmoid(x) - t and -x, exact for large |x|."""
 
+    array_code = "(1 - {b})*{a} + {logaddexp}(0, -({a}))"
     nargs = 2
 
     @staticmethod
@@ -99,6 +164,7 @@ class binary_cross_entropy_with_logits(_RealFunction):
 class step(_RealFunction):
     """0 where x <= 0, else 1 (1 at NaN): PyTorch's relu gradient."""
 
+    array_code = "{where}({a} > 0, 1.0, 0.0)"
     nargs = 1
 
     @staticmethod
@@ -112,6 +178,7 @@ class step(_RealFunction):
 class relu(_RealFunction):
     """max(x, 0) with the derivative PyTorch uses: 0 at x = 0."""
 
+    array_code = "{maximum}({a}, 0.0)"
     nargs = 1
 
     @staticmethod
@@ -125,6 +192,7 @@ class relu(_RealFunction):
 class equal(_RealFunction):
     """1 where a == b, else 0: the mask that routes a max's gradient to its arguments."""
 
+    array_code = "{equal}({a}, {b})"
     nargs = 2
 
     @staticmethod
@@ -145,28 +213,34 @@ class _Comparison(_RealFunction):
 
 
 class greater(_Comparison):
+    array_code = "{greater}({a}, {b})"
     numeric = staticmethod(lambda a, b: float(a > b))
 
 
 class greater_equal(_Comparison):
+    array_code = "{greater_equal}({a}, {b})"
     numeric = staticmethod(lambda a, b: float(a >= b))
 
 
 class less(_Comparison):
+    array_code = "{less}({a}, {b})"
     numeric = staticmethod(lambda a, b: float(a < b))
 
 
 class less_equal(_Comparison):
+    array_code = "{less_equal}({a}, {b})"
     numeric = staticmethod(lambda a, b: float(a <= b))
 
 
 class not_equal(_Comparison):
+    array_code = "{not_equal}({a}, {b})"
     numeric = staticmethod(lambda a, b: float(a != b))
 
 
 class select(_RealFunction):
     """``where(condition, a, b)``: the gradient goes to the branch that was taken."""
 
+    array_code = "{where}({a}, {b}, {c})"
     nargs = 3
 
     @staticmethod
@@ -185,8 +259,10 @@ class select(_RealFunction):
 def _flat(name: str, numeric, nargs: int = 1, doc: str = ""):
     """A head whose derivative is zero wherever it is defined (PyTorch's subgradient at its jumps):
     rounding, signs, tests and logic.  ``numeric`` folds constants (NumPy's, so NaN folds too)."""
+    code = f"{{{name}}}({', '.join('{%s}' % a for a in 'ab'[:nargs])})"  # NumPy's function of that name
     return type(name, (_RealFunction,), {"nargs": nargs, "numeric": staticmethod(numeric), "__doc__": doc,
-                                         "fdiff": lambda self, argindex=1: sp.S.Zero, "zero_gradient": True})
+                                         "fdiff": lambda self, argindex=1: sp.S.Zero, "zero_gradient": True,
+                                         "array_code": code})
 
 
 floor = _flat("floor", np.floor)
@@ -207,6 +283,7 @@ floor_divide = _flat("floor_divide", np.floor_divide, 2, doc="floor(a / b) as Py
 class remainder(_RealFunction):
     """Python's ``a % b`` (the sign of b), as torch.remainder; d/db is -floor(a / b)."""
 
+    array_code = "{remainder}({a}, {b})"
     nargs = 2
     numeric = staticmethod(np.remainder)
 
@@ -219,6 +296,7 @@ class clamp(_RealFunction):
     """``clip(x, lo, hi)`` (hi wins where lo > hi; an absent bound is an infinity), with PyTorch's
     subgradients: x where lo <= x <= hi, lo where x < lo < hi, hi where x > hi or hi < lo."""
 
+    array_code = "{clip}({a}, {b}, {c})"
     nargs = 3
 
     @staticmethod
@@ -240,6 +318,7 @@ class maximum(_RealFunction):
     to each at a tie (inf and inf too), all to both at a NaN, where every comparison is false.
     Not SymPy's Max, which merges equal arguments: maximum(x, x) sends x two halves."""
 
+    array_code = "{maximum}({a}, {b})"
     nargs = 2
     numeric = staticmethod(np.maximum)
     loses = staticmethod(lambda a, b: less(a, b))
@@ -252,6 +331,8 @@ class maximum(_RealFunction):
 class minimum(maximum):
     """The smaller of a and b, with maximum's rules mirrored."""
 
+    array_code = "{minimum}({a}, {b})"
+
     numeric = staticmethod(np.minimum)
     loses = staticmethod(lambda a, b: greater(a, b))
 
@@ -260,6 +341,7 @@ class hardtanh(_RealFunction):
     """``clip(x, lo, hi)`` whose derivative is 0 at and beyond the bounds and 1 elsewhere (NaN
     included), as PyTorch's hardtanh and relu6; the bounds are numbers."""
 
+    array_code = "{clip}({a}, {b}, {c})"
     nargs = 3
     numeric = staticmethod(clamp.numeric)
 
@@ -274,6 +356,7 @@ class rerouted(_RealFunction):
     """The value ``new`` with the derivative of ``old``: ``y.add_(1)`` under no_grad on a y with
     history takes new values and keeps y's gradient (PyTorch does not record the update)."""
 
+    array_code = "{a}"
     nargs = 2
     numeric = staticmethod(lambda new, old: new)
 
@@ -285,6 +368,7 @@ class hardswish(_RealFunction):
     """x * clip(x + 3, 0, 6) / 6 (NaN at -inf, as PyTorch computes it), with PyTorch's gradient:
     0 at and below -3, x/3 + 1/2 below 3, 1 from 3 on."""
 
+    array_code = "{a}*{clip}({a} + 3, 0, 6)/6"
     nargs = 1
 
     @staticmethod
@@ -300,6 +384,7 @@ class root(_RealFunction):
     """sqrt whose derivative is 0 where the root is 0: PyTorch masks ``grad / (2 * result)`` there
     in the backward of norm and std, so a zero vector's gradient is 0, not NaN."""
 
+    array_code = "{sqrt}({a})"
     nargs = 1
     numeric = staticmethod(np.sqrt)
 
@@ -317,17 +402,21 @@ ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, binary_cross_entropy, binary_cross_e
 
 
 def _ints(tup) -> tuple[int, ...]:
-    return tuple(int(v) for v in tup)
+    """Sizes and axes as Python ints; a symbolic size (an exported batch dimension) stays a symbol."""
+    return tuple(v if isinstance(v, int) else int(v) if v.is_Integer else v for v in tup)
 
 
 def _keepdim_shape(shape, axes):
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
-class Structural(sp.Function):
+class Structural(_ArrayCode, sp.Function):
     """A shape-changing primitive: ``args[0..arity)`` are arrays, the rest are attributes."""
 
     arity = 1
+
+    def _array_arguments(self, printer):
+        return [_operand(printer, a) for a in self.arrays] + [_literal(printer, a) for a in self.args[self.arity:]]
 
     @classmethod
     def eval(cls, *args):
@@ -337,7 +426,9 @@ class Structural(sp.Function):
         return True
 
     def _eval_derivative(self, s):
-        raise TypeError(f"{type(self).__name__} is structural; differentiate it with its vjp")
+        name = self.display or type(self).__name__.lower()
+        raise TypeError(f"sympy.diff cannot see inside {name} (a whole-array head): use "
+                        "symgrad.symbolic.gradient, or expression(..., elementwise=True) for entries")
 
     @property
     def arrays(self):
@@ -372,6 +463,7 @@ class Structural(sp.Function):
 class Matmul(Structural):
     """NumPy/PyTorch ``matmul``: 1-D operands are promoted and the added axis removed."""
 
+    array_code = "{matmul}({a}, {b})"
     display = "matmul"
 
     arity = 2
@@ -423,6 +515,7 @@ def matmul_shape(sa, sb):
 class ReduceSum(Structural):
     """sum over ``axes`` (a Tuple of ints), keeping them as size 1 when ``keepdim``."""
 
+    array_code = "{sum}({a}, axis={b}, keepdims={c})"
     display = "sum"
 
     def shape(self, shape_of):
@@ -436,6 +529,7 @@ class ReduceSum(Structural):
 class LogSumExp(Structural):
     """log(sum(exp(x))) over ``axes``, lowered to a max-shifted stable form."""
 
+    array_code = "{log}({sum}({exp}({a}), axis={b}, keepdims={c}))"
     display = "logsumexp"
 
     def shape(self, shape_of):
@@ -452,6 +546,7 @@ class LogSoftmax(Structural):
     """x - logsumexp(x) along ``axis``, lowered max-shifted (``(x - max) - log(sum(exp(x - max)))``):
     at logits of 1e30 the unshifted difference is 0 where PyTorch gives -log(2)."""
 
+    array_code = "{a} - {log}({sum}({exp}({a}), axis={b}, keepdims=True))"
     display = "log_softmax"
 
     def shape(self, shape_of):
@@ -466,6 +561,7 @@ class LogSoftmax(Structural):
 class Softmax(Structural):
     """exp(x - max) / sum(exp(x - max)) along ``axis``."""
 
+    array_code = "{exp}({a})/{sum}({exp}({a}), axis={b}, keepdims=True)"
     display = "softmax"
 
     def shape(self, shape_of):
@@ -486,6 +582,7 @@ class ReduceMax(Structural):
     or NaN when the result is NaN, and exact zeros elsewhere.
     """
 
+    array_code = "{max}({a}, axis={b}, keepdims={c})"
     display = "max"
 
     def shape(self, shape_of):
@@ -508,6 +605,7 @@ class ReduceMax(Structural):
 
 
 class ReduceMin(ReduceMax):
+    array_code = "{min}({a}, axis={b}, keepdims={c})"
     display = "min"
 
 
@@ -515,6 +613,7 @@ class ArgMax(Structural):
     """The index of the first largest entry along ``axis`` (a NaN counts as largest), as int64:
     PyTorch's tie rule for max(dim) and argmax.  Indices carry no gradient."""
 
+    array_code = "{argmax}({a}, axis={b}, keepdims={c})"
     display = "argmax"
 
     def shape(self, shape_of):
@@ -530,6 +629,7 @@ class ArgMax(Structural):
 class ArgMin(ArgMax):
     """The index of the first smallest entry (a NaN counts as smallest too, as in PyTorch)."""
 
+    array_code = "{argmin}({a}, axis={b}, keepdims={c})"
     display = "argmin"
 
 
@@ -537,6 +637,7 @@ class ArgSort(ArgMax):
     """The stable sorting permutation along ``axis`` (``args[2]``: descending), NaN counting as
     the largest value, as PyTorch sorts."""
 
+    array_code = "{argsort}(-{a} if {c} else {a}, axis={b}, stable=True)"
     display = "argsort"
 
     def shape(self, shape_of):
@@ -548,6 +649,7 @@ class TakeAlong(Structural):
     max(dim), sort and topk.  The gradient goes to those entries and exact zeros elsewhere, as
     PyTorch's value_selecting_reduction_backward scatters into zeros."""
 
+    array_code = "{take_along_axis}({a}, {b}, axis={c})"
     display = "take_along"
     arity = 2
 
@@ -562,6 +664,9 @@ class TakeAlong(Structural):
 
 class PutAlong(Structural):
     """An array of zeros of shape ``args[3]`` with ``g`` written at ``indices`` along ``axis``."""
+
+    array_code = "(lambda z: ({put_along_axis}(z, {b}, {a}, axis={c}), z)[1])({zeros}({d}))"
+    jax_array_code = "{put_along_axis}({zeros}({d}), {b}, {a}, axis={c}, inplace=False)"
 
     display = "put_along"
     arity = 2
@@ -579,6 +684,7 @@ class CumSum(Structural):
     """Running sums along ``axis``, from the end when ``args[2]`` (reverse); the gradient is the
     running sum of g the other way."""
 
+    array_code = "{flip}({cumsum}({flip}({a}, {b}), {b}), {b}) if {c} else {cumsum}({a}, {b})"
     display = "cumsum"
 
     def shape(self, shape_of):
@@ -598,6 +704,7 @@ class CumProd(Structural):
     at z, prod(x[:z]) * sum_{j >= z} g_j prod(x[z+1:j+1]); after z, exact zeros.
     """
 
+    array_code = "{flip}({cumprod}({flip}({a}, {b}), {b}), {b}) if {c} else {cumprod}({a}, {b})"
     display = "cumprod"
 
     def shape(self, shape_of):
@@ -631,6 +738,7 @@ class ReduceProd(Structural):
     after each one (exact with zeros); for the product of a whole tensor (``args[3]``) with two
     zeros or more, exact zeros."""
 
+    array_code = "{prod}({a}, axis={b}, keepdims={c})"
     display = "prod"
 
     def shape(self, shape_of):
@@ -652,6 +760,7 @@ class ReduceProd(Structural):
 
 
 class Reshape(Structural):
+    array_code = "{reshape}({a}, {b})"
     display = "reshape"
     def shape(self, shape_of):
         return _ints(self.args[1])
@@ -662,6 +771,7 @@ class Reshape(Structural):
 
 
 class BroadcastTo(Structural):
+    array_code = "{broadcast_to}({a}, {b})"
     display = "broadcast_to"
     def shape(self, shape_of):
         return _ints(self.args[1])
@@ -674,6 +784,7 @@ class BroadcastTo(Structural):
 
 
 class Permute(Structural):
+    array_code = "{transpose}({a}, {b})"
     display = "transpose"
     def shape(self, shape_of):
         s = shape_of(self.args[0])
@@ -688,6 +799,7 @@ class Permute(Structural):
 class AsType(Structural):
     """A dtype conversion; ``args[1]`` is the target dtype's name as a Symbol."""
 
+    array_code = "{asarray}({a}, dtype={b})"
     display = "astype"
 
     def shape(self, shape_of):
@@ -704,6 +816,7 @@ class AsType(Structural):
 class OneHot(Structural):
     """one_hot(indices, classes) as floats of dtype ``args[2]``; integer input, no gradient."""
 
+    array_code = "{asarray}({arange}({b}) == {expand_dims}({a}, -1), dtype={c})"
     display = "one_hot"
 
     def shape(self, shape_of):
@@ -739,7 +852,7 @@ def index_text(spec) -> str:
         if kind == 0:
             items.append(str(int(item[1])))
         elif kind == 1:
-            start, stop, step = (int(v) for v in item[1:])
+            start, stop, step = _ints(item[1:])  # a slice to a symbolic size prints as 0:n
             items.append(f"{start}:{stop}" + (f":{step}" if step != 1 else ""))
         else:
             items.append("None")
@@ -755,7 +868,8 @@ def index_shape(shape, spec) -> tuple:
         if kind == 0:
             d += 1
         elif kind == 1:
-            out.append(len(range(*(int(v) for v in item[1:]))))
+            start, stop, step = _ints(item[1:])
+            out.append(len(range(start, stop, step)) if isinstance(stop, int) else stop - start)  # step 1
             d += 1
         else:
             out.append(1)
@@ -765,10 +879,14 @@ def index_shape(shape, spec) -> tuple:
 class Index(Structural):
     """Basic indexing (integers, slices with positive steps, new axes); ``args[1]`` is the spec."""
 
+    array_code = "{a}[{b}]"
     display = "index"
 
     def _display_args(self, printer):
         return [printer._print(self.args[0]), f"[{index_text(self.args[1])}]"]
+
+    def _array_arguments(self, printer):
+        return [_operand(printer, self.args[0]), index_text(self.args[1])]
 
     def shape(self, shape_of):
         return index_shape(shape_of(self.args[0]), self.args[1])
@@ -782,10 +900,16 @@ class Index(Structural):
 class IndexAdd(Structural):
     """``zeros(shape).at[index].add(g)``: where an index's cotangent goes back to."""
 
+    array_code = "(lambda z: ({add}.at(z, {index_exp}[{b}], {a}), z)[1])({zeros}({c}))"
+    jax_array_code = "{zeros}({c}).at[{b}].add({a})"
+
     display = "index_add"
 
     def _display_args(self, printer):
         return [printer._print(self.args[0]), f"[{index_text(self.args[1])}]", repr(_ints(self.args[2]))]
+
+    def _array_arguments(self, printer):
+        return [_operand(printer, self.args[0]), index_text(self.args[1]), repr(_ints(self.args[2]))]
 
     def shape(self, shape_of):
         return _ints(self.args[2])
@@ -799,6 +923,7 @@ class IndexAdd(Structural):
 class StopGradient(Structural):
     """The identity whose gradient is zero: a detached value inside a program."""
 
+    array_code = "{a}"
     display = "stop_gradient"
 
     def shape(self, shape_of):
@@ -808,14 +933,38 @@ class StopGradient(Structural):
         return []
 
 
+class ReducedWithSlope(Structural):
+    """A reduction's value ``args[0]`` whose cotangent reaches ``args[1]`` (the input) as ``g``
+    spread over the reduced axes times ``args[2]``, an expression of the input.  The slope is not
+    derived from the value's form, yet it is differentiated again at higher orders: var's
+    PyTorch backward, 2 (x - mean(x)) / (n - c), exact at first order (NaN where PyTorch's is) and
+    with the mean's own derivative at second order."""
+
+    arity = 3
+    array_code = "{a}"
+    display = "reduced_with_slope"
+
+    def shape(self, shape_of):
+        return shape_of(self.args[0])
+
+    def vjp(self, p, g, out):
+        _, x, slope, axes, keepdim = self.args
+        spread = p.expand_reduced(g, p.shape_of(x), _ints(axes), bool(keepdim))
+        return [(x, p.assign(spread * slope, p.shape_of(x), p.dtype_of(x), "slope"))]
+
+
 class Concatenate(Structural):
     """The arrays ``args[:-1]`` joined along axis ``args[-1]``; each gets back its slice of g."""
 
+    array_code = "{concatenate}({a}, axis={b})"
     display = "cat"
 
     @property
     def arity(self):
         return len(self.args) - 1
+
+    def _array_arguments(self, printer):
+        return [f"[{', '.join(_operand(printer, a) for a in self.arrays)}]", str(int(self.args[-1]))]
 
     def shape(self, shape_of):
         axis = int(self.args[-1])
@@ -837,7 +986,8 @@ class Concatenate(Structural):
 
 STRUCTURAL_PRIMITIVES = (Concatenate, Matmul, ReduceSum, LogSumExp, LogSoftmax, Softmax, ReduceMax, ReduceMin,
                          ArgMax, ArgMin, ArgSort, TakeAlong, PutAlong, CumSum, CumProd, ReduceProd,
-                         Reshape, BroadcastTo, Permute, AsType, OneHot, Index, IndexAdd, StopGradient)
+                         Reshape, BroadcastTo, Permute, AsType, OneHot, Index, IndexAdd, StopGradient,
+                         ReducedWithSlope)
 
 
 # ------------------------------------------------------------------------- shape helpers

@@ -1,19 +1,21 @@
-"""IR heads for contractions, convolutions and windows: einsum, conv, flip, patches and folds.
+"""IR heads for contractions, convolutions, windows and matrix factorizations.
 
 Each head is one structural primitive, in one class: its shape, its vector-Jacobian product
-written with IR heads (a convolution's is two convolutions, a window's is a fold), and its JAX
-text (``_jax_source``, which codegen's printer calls).  Arrays are laid out as PyTorch's:
-channels first (``N, C, *spatial``), kernels ``O, I, *window``.
+written with IR heads (a convolution's is two convolutions, a window's is a fold, an inverse's is
+two products with the inverse), and its JAX text (``_jax_source``, which codegen's printer
+calls).  Arrays are laid out as PyTorch's: channels first (``N, C, *spatial``), kernels
+``O, I, *window``, matrices in the last two axes.
 """
 from __future__ import annotations
 
 import itertools
 import string
 
+import numpy as np
 import sympy as sp
 
-from symgrad.ir.functions import Structural, select
-from symgrad.ir.indexing import flip
+from symgrad.ir.functions import Structural, less, select
+from symgrad.ir.indexing import diag_embed, diagonal, flip, triangle
 
 LETTERS = string.ascii_lowercase + string.ascii_uppercase
 
@@ -373,3 +375,334 @@ class ArgmaxMask(_Head):
 
     def vjp(self, p, g, out):
         return []
+
+
+# ---------------------------------------------------------------------- factorizations
+#
+# Matrices are the last two axes; leading axes are batches, equal in every operand.  Each VJP is
+# PyTorch's (FunctionsManual.cpp) in matrix form.  A factorization with several outputs is one
+# head per output (``part``): the VJP of the pair is the sum of each part's with the other's
+# cotangent zero, which is what the separate heads add up to in reverse mode.
+
+
+def _cotangent(p, g, out):
+    return p.materialize(g, p.shape_of(out), p.dtype_of(out))
+
+
+def _elementwise(p, expr, hint):
+    return p.assign(expr, p.shape_of(expr), p.dtype_of(expr), hint)
+
+
+def _mm(p, *xs):
+    result = xs[0]
+    for x in xs[1:]:
+        result = p.matmul(result, x)
+    return result
+
+
+def _columns(p, x, start, stop):
+    """``x[..., start:stop]``, the trailing axis cut."""
+    if (start, stop) == (0, p.shape_of(x)[-1]):
+        return x
+    return p.index(x, [(1, 0, n, 1) for n in p.shape_of(x)[:-1]] + [(1, start, stop, 1)])
+
+
+def _rows(p, x, start, stop):
+    shape = p.shape_of(x)
+    if (start, stop) == (0, shape[-2]):
+        return x
+    return p.index(x, [(1, 0, n, 1) for n in shape[:-2]] + [(1, start, stop, 1), (1, 0, shape[-1], 1)])
+
+
+def _as_row(p, v):
+    """(..., n) as (..., 1, n): to scale a matrix's columns."""
+    return p.reshape(v, (*p.shape_of(v)[:-1], 1, p.shape_of(v)[-1]))
+
+
+def _as_column(p, v):
+    return p.reshape(v, (*p.shape_of(v), 1))
+
+
+def _gaps(p, values):
+    """E with ``E[i, j] = values[j] - values[i]`` and ones on the diagonal (the divisor of the
+    eigenvector and singular-vector terms, whose own diagonal is zero)."""
+    n, dtype = p.shape_of(values)[-1], p.dtype_of(values)
+    eye = diag_embed(p, p.materialize(sp.S.One, (n,), dtype), 0, n, n)
+    return _elementwise(p, _as_row(p, values) - _as_column(p, values) + eye, "gaps")
+
+
+def _skew(p, x):
+    return _elementwise(p, x - p.swap_last(x), "skew")
+
+
+class _Factor(_Head):
+    """A factorization's output ``part`` (``args[1]``) of one matrix argument."""
+
+    @property
+    def part(self) -> int:
+        return int(self.args[1])
+
+    def sibling(self, p, part):
+        """Another output of the same factorization, computed again in the VJP."""
+        return emit(p, type(self), self.args[0], sp.Integer(part), *self.args[2:], hint=self.display)
+
+
+class Inverse(_Head):
+    """``A^-1``; its VJP ``-A^-T G A^-T``."""
+
+    display = "inv"
+    arity = 1
+
+    def shape(self, shape_of):
+        return shape_of(self.args[0])
+
+    def _jax_source(self, printer):
+        return f"jnp.linalg.inv({printer._print(self.args[0])})"
+
+    def vjp(self, p, g, out):
+        g, inverse_t = _cotangent(p, g, out), p.swap_last(out)
+        return [(self.args[0], _elementwise(p, -_mm(p, inverse_t, g, inverse_t), "inv_grad"))]
+
+
+def _determinant_grad(p, A, scale):
+    """``scale A^-T``, scale (the cotangent times the determinant, or 1/det's) one per matrix."""
+    inverse = emit(p, Inverse, A, hint="inv")
+    scale = p.reshape(scale, (*p.shape_of(scale), 1, 1))
+    return _elementwise(p, scale * p.swap_last(inverse), "det_grad")
+
+
+class Det(_Head):
+    """``det A``.  Its VJP is ``g det(A) A^-T``, and at a (numerically) singular A, where the
+    inverse does not exist, the cofactors through the SVD: ``det(U) det(Vh) g U diag(D) Vh`` with
+    D_i the product of the other singular values (PyTorch's ``linalg_det_backward``)."""
+
+    display = "det"
+    arity = 1
+
+    def shape(self, shape_of):
+        return shape_of(self.args[0])[:-2]
+
+    def _jax_source(self, printer):
+        return f"jnp.linalg.det({printer._print(self.args[0])})"
+
+    def vjp(self, p, g, out):
+        A = self.args[0]
+        shape, dtype, g = p.shape_of(A), p.dtype_of(A), _cotangent(p, g, out)
+        n, last = shape[-1], len(shape) - 1
+        singular = p.assign(less(sp.Abs(out), 100 * float(np.finfo(dtype).eps)), p.shape_of(out), "bool", "singular")
+        mask = p.reshape(singular, (*shape[:-2], 1, 1))
+        ones = p.materialize(sp.S.One, (n,), dtype)
+        invertible = p.assign(select(mask, diag_embed(p, ones, 0, n, n), A), shape, dtype, "invertible")
+        nonsingular = _determinant_grad(p, invertible, _elementwise(p, g * out, "g_det"))
+        stand_in = diag_embed(p, p.cumulative(ones, 0), 0, n, n)  # distinct singular values: differentiable
+        U, S, Vh = (emit(p, Svd, p.assign(select(mask, A, stand_in), shape, dtype, "singular_a"), sp.Integer(part),
+                         sp.false, hint="svd") for part in range(3))
+        alpha = _elementwise(p, g * emit(p, Det, U, hint="det") * emit(p, Det, Vh, hint="det"), "alpha")
+        others = _elementwise(p, _as_column(p, alpha) * p.exclusive_product(S, last - 1)
+                              * p.exclusive_product(S, last - 1, reverse=True), "cofactor")
+        cofactors = p.matmul(_elementwise(p, U * _as_row(p, others), "cofactors"), Vh)
+        return [(A, p.assign(select(mask, cofactors, nonsingular), shape, dtype, "det_grad"))]
+
+
+class SlogDet(_Factor):
+    """Part 0: the sign of ``det A`` (no gradient); part 1: ``log|det A|``, whose VJP is ``g A^-T``."""
+
+    display = "slogdet"
+
+    def shape(self, shape_of):
+        return shape_of(self.args[0])[:-2]
+
+    def _jax_source(self, printer):
+        return f"jnp.linalg.slogdet({printer._print(self.args[0])})[{self.part}]"
+
+    def vjp(self, p, g, out):
+        if self.part == 0:
+            return []
+        return [(self.args[0], _determinant_grad(p, self.args[0], _cotangent(p, g, out)))]
+
+
+class Solve(_Head):
+    """X with ``A X = B`` (B a batch of matrices); its VJP: ``gB = A^-T G``, ``gA = -gB X^T``."""
+
+    display = "solve"
+    arity = 2
+
+    def shape(self, shape_of):
+        return shape_of(self.args[1])
+
+    def _jax_source(self, printer):
+        return f"jnp.linalg.solve({printer._print(self.args[0])}, {printer._print(self.args[1])})"
+
+    def vjp(self, p, g, out):
+        A, B = self.args
+        grad_b = emit(p, Solve, p.swap_last(A), _cotangent(p, g, out), hint="solve_grad")
+        return [(B, grad_b), (A, _elementwise(p, -p.matmul(grad_b, p.swap_last(out)), "solve_grad"))]
+
+
+class TriangularSolve(_Head):
+    """X with ``A X = B`` (``left``) or ``X A = B``, A's upper (``upper``) or lower triangle read, its
+    diagonal taken as ones if ``unit``; its VJP: the solve with ``A^T``, and ``-gB X^T`` (or
+    ``-X^T gB``) kept to the part of A that was read."""
+
+    display = "solve_triangular"
+    arity = 2
+
+    def shape(self, shape_of):
+        return shape_of(self.args[1])
+
+    def _jax_source(self, printer):
+        A, B, upper, left, unit = self.args
+        return (f"jax.lax.linalg.triangular_solve({printer._print(A)}, {printer._print(B)}, "
+                f"left_side={bool(left)}, lower={not upper}, unit_diagonal={bool(unit)})")
+
+    def vjp(self, p, g, out):
+        A, B, upper, left, unit = self.args
+        grad_b = triangular_solve(p, p.swap_last(A), _cotangent(p, g, out), not upper, bool(left), bool(unit))
+        x_t = p.swap_last(out)
+        grad_a = p.matmul(grad_b, x_t) if left else p.matmul(x_t, grad_b)
+        diagonal = (1 if upper else -1) if unit else 0
+        grad_a = triangle(p, _elementwise(p, -grad_a, "solve_grad"), diagonal, bool(upper))
+        return [(B, grad_b), (A, grad_a)]
+
+
+def triangular_solve(p, A, B, upper: bool, left: bool, unit: bool = False):
+    flag = lambda value: sp.true if value else sp.false  # noqa: E731
+    return emit(p, TriangularSolve, A, B, flag(upper), flag(left), flag(unit), hint="solve_triangular")
+
+
+class Cholesky(_Head):
+    """L with ``A = L L^T`` from A's lower triangle (NaN where A is not positive-definite); its VJP
+    (Murray 2016): ``L^-T Phi(L^T G) L^-1``, Phi the lower triangle with half the diagonal,
+    symmetrized."""
+
+    display = "cholesky"
+    arity = 1
+
+    def shape(self, shape_of):
+        return shape_of(self.args[0])
+
+    def _jax_source(self, printer):
+        return f"jnp.linalg.cholesky({printer._print(self.args[0])}, symmetrize_input=False)"
+
+    def vjp(self, p, g, out):
+        L, L_t = out, p.swap_last(out)
+        lower = triangle(p, p.matmul(L_t, _cotangent(p, g, out)), 0, False)
+        strict = triangle(p, lower, -1, False)
+        grad = _elementwise(p, sp.Rational(1, 2) * (lower + p.swap_last(strict)), "phi")
+        grad = triangular_solve(p, L_t, grad, True, True)
+        return [(self.args[0], triangular_solve(p, L, grad, False, False))]
+
+
+class Qr(_Factor):
+    """Part 0: Q, part 1: R of ``A = Q R``, ``args[2]`` the mode ('reduced', 'complete', or 'r': R
+    without Q, whose gradient PyTorch refuses); its VJP is PyTorch's ``linalg_qr_backward``."""
+
+    display = "qr"
+
+    def shape(self, shape_of):
+        *batch, m, n = shape_of(self.args[0])
+        k = m if str(self.args[2]) == "complete" else min(m, n)
+        return (*batch, m, k) if self.part == 0 else (*batch, k, n)
+
+    def _jax_source(self, printer):
+        mode = "complete" if str(self.args[2]) == "complete" else "reduced"
+        return f"jnp.linalg.qr({printer._print(self.args[0])}, mode={mode!r})[{self.part}]"
+
+    def vjp(self, p, g, out):
+        A = self.args[0]
+        m, n = p.shape_of(A)[-2:]
+        if str(self.args[2]) == "r":
+            raise RuntimeError("The derivative of linalg.qr depends on Q, which is not computed when mode='r'. Please "
+                               "use linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr.")
+        if str(self.args[2]) == "complete" and m > n:
+            raise RuntimeError("The QR decomposition is not differentiable when mode='complete' and nrows > ncols.")
+        g = _cotangent(p, g, out)
+        Q, R = (out, self.sibling(p, 1)) if self.part == 0 else (self.sibling(p, 0), out)
+        M = (_elementwise(p, -p.matmul(p.swap_last(Q), g), "qr_m") if self.part == 0
+             else p.matmul(g, p.swap_last(R)))
+        if m >= n:
+            upper = triangle(p, M, 0, True)
+            half = diag_embed(p, diagonal(p, upper, 0, len(p.shape_of(upper)) - 2, len(p.shape_of(upper)) - 1), 0, n, n)
+            grad = p.matmul(Q, _elementwise(p, upper + p.swap_last(upper) - half, "qr_sym"))
+            if self.part == 0:
+                grad = _elementwise(p, grad + g, "qr_grad")
+            return [(A, triangular_solve(p, p.swap_last(R), grad, False, False))]
+        skew = triangle(p, _skew(p, _elementwise(p, -M, "qr_x")), 0, False)
+        grad = triangular_solve(p, p.swap_last(_columns(p, R, 0, m)), p.matmul(Q, skew), False, False)
+        zeros = p.materialize(sp.S.Zero, (*p.shape_of(grad)[:-1], n - m), p.dtype_of(grad))
+        grad = p.concatenate([grad, zeros], len(p.shape_of(grad)) - 1, p.shape_of(A), p.dtype_of(grad))
+        if self.part == 1:
+            grad = _elementwise(p, grad + p.matmul(Q, g), "qr_grad")
+        return [(A, grad)]
+
+
+class Eigh(_Factor):
+    """Part 0: the eigenvalues (ascending), part 1: the eigenvectors (columns) of the symmetric
+    matrix whose lower (``args[2]`` 'L') or upper ('U') triangle A holds.  VJP: ``V diag(gL) V^T``;
+    ``V (skew(V^T gV) / 2E) V^T``, ``E[i, j] = L[j] - L[i]``."""
+
+    display = "eigh"
+
+    def shape(self, shape_of):
+        shape = shape_of(self.args[0])
+        return shape[:-1] if self.part == 0 else shape
+
+    def _jax_source(self, printer):
+        return (f"jnp.linalg.eigh({printer._print(self.args[0])}, UPLO={str(self.args[2])!r}, "
+                f"symmetrize_input=False)[{self.part}]")
+
+    def vjp(self, p, g, out):
+        g = _cotangent(p, g, out)
+        if self.part == 0:
+            V = self.sibling(p, 1)
+            inner = diag_embed(p, g, 0, *p.shape_of(V)[-2:])
+        else:
+            V, values = out, self.sibling(p, 0)
+            inner = _elementwise(p, sp.Rational(1, 2) * _skew(p, p.matmul(p.swap_last(V), g)) / _gaps(p, values),
+                                 "eigh_inner")
+        return [(self.args[0], _mm(p, V, inner, p.swap_last(V)))]
+
+
+class Svd(_Factor):
+    """Part 0: U, 1: S (descending), 2: Vh of ``A = U diag(S) Vh``, ``args[2]`` true for full
+    matrices (whose extra columns of U and rows of Vh get no gradient, as in PyTorch).  The VJP is
+    PyTorch's ``svd_backward``, one cotangent at a time."""
+
+    display = "svd"
+
+    def shape(self, shape_of):
+        *batch, m, n = shape_of(self.args[0])
+        k = min(m, n)
+        full = bool(self.args[2])
+        return [(*batch, m, m if full else k), (*batch, k), (*batch, n if full else k, n)][self.part]
+
+    def _jax_source(self, printer):
+        return f"jnp.linalg.svd({printer._print(self.args[0])}, full_matrices={bool(self.args[2])})[{self.part}]"
+
+    def vjp(self, p, g, out):
+        A = self.args[0]
+        m, n = p.shape_of(A)[-2:]
+        k = min(m, n)
+        g = _cotangent(p, g, out)
+        U, S, Vh = (out if part == self.part else self.sibling(p, part) for part in range(3))
+        U, Vh = _columns(p, U, 0, k), _rows(p, Vh, 0, k)
+        if self.part == 1:
+            if m >= n:
+                return [(A, p.matmul(U, _elementwise(p, _as_column(p, g) * Vh, "svd_grad")))]
+            return [(A, p.matmul(_elementwise(p, U * _as_row(p, g), "svd_grad"), Vh))]
+        gaps = _gaps(p, _elementwise(p, S * S, "s2"))
+        if self.part == 0:
+            g = _columns(p, g, 0, k)
+            inner = _elementwise(p, _skew(p, p.matmul(p.swap_last(U), g)) / gaps * _as_row(p, S), "svd_inner")
+            if m > n:
+                scaled = _elementwise(p, g / _as_row(p, S), "svd_scaled")
+                projected = _mm(p, U, p.matmul(p.swap_last(U), scaled))
+                return [(A, p.matmul(_elementwise(p, p.matmul(U, inner) + scaled - projected, "svd_grad"), Vh))]
+        else:
+            g = _rows(p, g, 0, k)
+            inner = _elementwise(p, _as_column(p, S) * (_skew(p, p.matmul(Vh, p.swap_last(g))) / gaps), "svd_inner")
+            if m < n:
+                scaled = _elementwise(p, g / _as_column(p, S), "svd_scaled")
+                projected = _mm(p, p.matmul(scaled, p.swap_last(Vh)), Vh)
+                return [(A, p.matmul(U, _elementwise(p, p.matmul(inner, Vh) + scaled - projected, "svd_grad")))]
+        return [(A, _mm(p, U, inner, Vh))]

@@ -13,8 +13,8 @@ import sympy as sp
 
 from symgrad.ir.functions import (ArgMax, ArgMin, ArgSort, AsType, BroadcastTo, Concatenate, CumProd, CumSum, Index,
                                   IndexAdd, LogSoftmax, LogSumExp, Matmul, OneHot, Permute, PutAlong, ReduceMax,
-                                  ReduceMin, ReduceProd, ReduceSum, Reshape, Softmax, StopGradient, Structural,
-                                  TakeAlong, broadcast_shapes, numel, reduced_shape, select)
+                                  ReducedWithSlope, ReduceMin, ReduceProd, ReduceSum, Reshape, Softmax, StopGradient,
+                                  Structural, TakeAlong, broadcast_shapes, numel, reduced_shape, select)
 
 
 class Program:
@@ -220,6 +220,11 @@ class Program:
 
     def stop_gradient(self, x):
         return self._structural(StopGradient, x)
+
+    def reduced_with_slope(self, value, x, slope, axes, keepdim: bool):
+        """``value`` (a reduction of x over ``axes``) whose gradient w.r.t. x is g times ``slope``."""
+        return self._structural(ReducedWithSlope, value, x, slope, sp.Tuple(*sorted(axes)),
+                                sp.true if keepdim else sp.false)
 
     def expand_reduced(self, g, full_shape, axes, keepdim: bool):
         """g, the cotangent of a reduction's output, laid out to broadcast against its input."""

@@ -13,9 +13,11 @@ import sympy as sp
 
 from symgrad import dtypes
 from symgrad.grad_mode import is_grad_enabled, no_grad
-from symgrad.ir.linalg import Conv, Patches, WindowMax, conv_output_size, dilated, emit
+from symgrad import ir
+from symgrad.ir.linalg import ArgmaxMask, Conv, Patches, WindowMax, conv_output_size, dilated, emit
+from symgrad.nodes import leaf
 from symgrad.ops.registry import Example, Names, Op, register
-from symgrad.tensor import apply
+from symgrad.tensor import Tensor, apply
 
 
 def _tuple(value, n: int, name: str, convolution: bool = True) -> tuple:
@@ -248,12 +250,35 @@ MAX_POOL = register(Op(
               Example(((1, 2, 7, 6),), ((2, 2), (1, 2), (1, 0), (2, 1), False)))))
 
 
+def _build_max_pool_indices(p, node, x, positions):
+    """Where each max-pool window's pick sits in its plane (``h * W + w``): the one-hot of the pick
+    (ir.linalg.ArgmaxMask, the rule of the gradient) selecting from the windows of the positions."""
+    x_node = node.inputs[0]
+    axis = sp.Integer(len(x_node.shape) - 2)
+    picked = emit(p, ArgmaxMask, _patches(p, x, x_node.shape[-2:], *node.attrs, sp.S.NegativeInfinity), axis,
+                  hint="picked")
+    windows = _patches(p, positions, x_node.shape[-2:], *node.attrs, sp.S.Zero)
+    shape = p.shape_of(picked)
+    chosen = p.assign(ir.select(ir.greater(picked, 0), windows, 0), shape, "int64", "chosen")
+    return p.reduce_sum(chosen, (int(axis),), False)
+
+
+MAX_POOL_INDICES = register(Op("max_pool2d_indices", None,
+                               lambda nodes, *attrs: (_infer_max_pool(nodes[:1], *attrs)[0], dtypes.int64),
+                               _build_max_pool_indices, saves=False))
+
+
 @MAX_POOL.publish(Names(function=("max_pool2d",), functional=("max_pool2d",)))
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    if return_indices:
-        raise NotImplementedError("max_pool2d(return_indices=True) is not supported by symgrad")
+    """With ``return_indices``, also each pick's position in its input plane (int64, as PyTorch's)."""
     kernel, stride, padding, dilation = _pool_arguments(input, kernel_size, stride, padding, dilation)
-    return apply(MAX_POOL, input, attrs=(kernel, stride, padding, dilation, bool(ceil_mode)))
+    attrs = (kernel, stride, padding, dilation, bool(ceil_mode))
+    output = apply(MAX_POOL, input, attrs=attrs)
+    if not return_indices:
+        return output
+    height, width = input.shape[-2:]
+    positions = Tensor(leaf(jnp.arange(height * width, dtype=jnp.int64).reshape(height, width), dtypes.int64))
+    return output, apply(MAX_POOL_INDICES, input, positions, attrs=attrs)
 
 
 def _divisor(spatial, kernel, stride, padding, ceil_mode, count_include_pad):

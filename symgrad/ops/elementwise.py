@@ -8,8 +8,10 @@ from __future__ import annotations
 import jax.numpy as jnp
 import sympy as sp
 
-from symgrad import dtypes, ir
+from symgrad import dtypes, engine, ir
 from symgrad.ir import broadcast_shapes, ieee
+from symgrad.ir.functions import floor_divide as _floor_divide
+from symgrad.ir.refused import Underivable
 from symgrad.nodes import CONST, priority
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import apply
@@ -223,6 +225,34 @@ def mul(input, other):
 @DIV.publish(Names(function=("div",), method=("div", "__truediv__"), inplace=("div_", "__itruediv__")))
 def div(input, other):
     return apply(DIV, input, other)
+
+
+def _infer_floor_divide(nodes):
+    if all(n.dtype is dtypes.bool_ for n in nodes):
+        raise NotImplementedError('"div_floor_cpu" not implemented for \'Bool\'')
+    return infer_elementwise(nodes)
+
+
+def _build_floor_divide(p, node, a, b):
+    """Python's ``//`` (the floor of the quotient), whose gradient PyTorch refuses (Underivable)."""
+    a, b = (p.astype(x, node.dtype.name) for x in (a, b))
+    quotient = p.assign(ieee.unevaluated(_floor_divide, a, b), node.shape, node.dtype.name, "floor_divide")
+    return p.assign(Underivable(quotient, sp.Symbol("floor_divide")), node.shape, node.dtype.name, "floor_divide")
+
+
+FLOOR_DIVIDE = register(Op("floor_divide", "NotImplemented", _infer_floor_divide, _build_floor_divide))
+
+
+@FLOOR_DIVIDE.publish(Names(function=("floor_divide",), method=("floor_divide", "__floordiv__"),
+                            reflected=("__rfloordiv__",), inplace=("floor_divide_", "__ifloordiv__")))
+def floor_divide(input, other):
+    """An integer division by zero raises PyTorch's error (floats give inf or NaN)."""
+    result = apply(FLOOR_DIVIDE, input, other)
+    if not result.dtype.is_floating_point:
+        divisor = engine.concrete_array(other._node) if hasattr(other, "_node") else other
+        if divisor is not None and (jnp.asarray(divisor) == 0).any():
+            raise RuntimeError("ZeroDivisionError")
+    return result
 
 
 @POW.publish(Names(function=("pow",), method=("pow", "__pow__"), reflected=("__rpow__",)))

@@ -1,18 +1,25 @@
-"""Matrix products with PyTorch's 1-D/2-D/batched rules, einsum and the cross product."""
+"""Matrix products with PyTorch's 1-D/2-D/batched rules, einsum, the cross product, and the
+factorizations (inverse, determinants, solves, Cholesky, QR, eigh, SVD) with PyTorch's errors."""
 from __future__ import annotations
 
+import collections
 import math
 import warnings
 
 import jax.numpy as jnp
+import numpy as np
+import scipy.linalg
 import sympy as sp
 
-from symgrad import dtypes
+from symgrad import dtypes, engine
 from symgrad.ir import broadcast_shapes, ieee, matmul_shape
-from symgrad.ir.linalg import LETTERS, Einsum, einsum_sizes, emit, label_name
+from symgrad.ir.linalg import (LETTERS, Cholesky, Det, Einsum, Eigh, Inverse, Qr, SlogDet, Solve, Svd, einsum_sizes,
+                               emit, label_name, triangular_solve)
+from symgrad.nodes import leaf
 from symgrad.ops.dims import dim_index
+from symgrad.ops.elementwise import where
 from symgrad.ops.registry import Example, Names, Op, register
-from symgrad.tensor import apply
+from symgrad.tensor import Tensor, apply
 
 
 def _infer(nodes):
@@ -218,10 +225,6 @@ def _parse_einsum(equation: str, shapes):
                 counts[label] = counts.get(label, 0) + 1
         ellipsis = tuple(range(52 + 0, 52 + ellipsis_rank)) if "..." in left else ()
         output = ellipsis + tuple(sorted(label for label, n in counts.items() if n == 1 and label < 52))
-    for k, labels in enumerate(inputs):
-        if len(set(labels)) != len(labels):
-            raise NotImplementedError(f"einsum(): operand {k} repeats a subscript (a diagonal); symgrad does not "
-                                      "support that")
     return tuple(inputs), tuple(output)
 
 
@@ -252,7 +255,21 @@ def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     inputs, output = _parse_einsum(equation, [tuple(o.shape) for o in operands])
+    operands, inputs = zip(*(_diagonals(o, labels, k) for k, (o, labels) in enumerate(zip(operands, inputs))))
     return apply(EINSUM, *operands, attrs=(inputs, output))
+
+
+def _diagonals(operand, labels, k):
+    """An operand whose subscripts repeat (``ii``) as its diagonals, each a last axis with one label."""
+    labels = list(labels)
+    for label in [label for i, label in enumerate(labels) if label in labels[:i]]:
+        first, second = labels.index(label), labels.index(label, labels.index(label) + 1)
+        if operand.shape[first] != operand.shape[second]:
+            raise RuntimeError(f"einsum(): subscript {label_name(label)} is repeated for operand {k} but the sizes "
+                               f"don't match, {operand.shape[second]} != {operand.shape[first]}")
+        operand = operand.diagonal(0, first, second)
+        labels = [x for i, x in enumerate(labels) if i not in (first, second)] + [label]
+    return operand, tuple(labels)
 
 
 # -------------------------------------------------------------------------------- cross
@@ -306,3 +323,334 @@ def cross(input, other, dim=None):
         shape = broadcast_shapes(tuple(input.shape), tuple(other.shape))
         dim = next((i for i, n in enumerate(shape) if n == 3), -1)
     return apply(CROSS, input, other, attrs=(dim_index(dim, max(input.ndim, other.ndim)),))
+
+
+# ----------------------------------------------------------------------- factorizations
+
+
+class LinAlgError(RuntimeError):
+    """``torch.linalg.LinAlgError``: the matrix is singular, or not positive-definite."""
+
+
+def return_type(name: str, fields: tuple):
+    """PyTorch's ``torch.return_types.<name>``, printed as PyTorch prints it."""
+    kind = collections.namedtuple(name, fields)
+    kind.__repr__ = lambda self: (f"torch.return_types.{name}(\n"
+                                  + ",\n".join(f"{f}={getattr(self, f)!r}" for f in fields) + ")")
+    return kind
+
+
+def _matrices(name: str, x, square: bool = True):
+    """PyTorch's checks of a factorization's input, in its order and wording."""
+    if len(x.shape) < 2:
+        raise ValueError(f"{name}: The input tensor A must have at least 2 dimensions.")
+    if x.dtype is dtypes.float16:
+        raise ValueError(f"{name}: Low precision dtypes not supported. Got Half")
+    if not x.dtype.is_floating_point:
+        raise ValueError(f"{name}: Expected a floating point or complex tensor as input. Got "
+                         f"{dtypes.torch_name(x.dtype)}")
+    if square and x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"{name}: A must be batches of square matrices, but they are {x.shape[-2]} by "
+                         f"{x.shape[-1]} matrices")
+
+
+def _infer_square(name):
+    def infer(nodes, *attrs):
+        _matrices(name, nodes[0])
+        return nodes[0].shape, nodes[0].dtype
+    return infer
+
+
+def _factor(head, hint):
+    """A build that applies ``head`` to the input, its attributes the op's (as SymPy atoms)."""
+    def build(p, node, a):
+        return emit(p, head, a, *(_atom(v) for v in node.attrs), hint=hint)
+    return build
+
+
+def _atom(value):
+    if isinstance(value, bool):
+        return sp.true if value else sp.false
+    return sp.Symbol(value) if isinstance(value, str) else sp.Integer(value)
+
+
+def _batches(values):
+    """(label, matrix) for each matrix of a batch: the label is PyTorch's ``(Batch element k): ``."""
+    matrices = values.reshape(-1, *values.shape[-2:])
+    return [("" if values.ndim == 2 else f"(Batch element {k}): ", m) for k, m in enumerate(matrices)]
+
+
+def _singular_batches(result, A, shape):
+    """(label, k) for each matrix of A (broadcast to ``shape``) whose LU factorization has an exact
+    zero pivot k (1-based), looked for only when the result has an inf or a NaN, as LAPACK reports it."""
+    values = engine.concrete_array(result._node)
+    if values is None or np.isfinite(np.asarray(values)).all():
+        return []
+    found = []
+    for label, matrix in _batches(np.broadcast_to(np.asarray(engine.concrete_array(A._node)), shape)):
+        if np.isfinite(matrix).all():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # scipy's warning about the zero pivot
+                zero = np.diagonal(scipy.linalg.lu_factor(matrix, check_finite=False)[0]) == 0
+            if zero.any():
+                found.append((label, int(np.argmax(zero)) + 1))
+    return found
+
+
+INV = register(Op("inv", "LinalgInvExBackward0", _infer_square("linalg.inv"), _factor(Inverse, "inv")))
+
+
+@INV.publish(Names(function=("inverse",), method=("inverse",)))
+def inverse(input):
+    """``A^-1``; an exactly singular matrix raises LinAlgError (PyTorch's LU pivot message)."""
+    result = apply(INV, input)
+    for label, k in _singular_batches(result, input, tuple(input.shape))[:1]:
+        raise LinAlgError(f"linalg.inv: {label}The diagonal element {k} is zero, the inversion could not be "
+                          "completed because the input matrix is singular.")
+    return result
+
+
+def _infer_determinant(name):
+    def infer(nodes, *attrs):
+        _matrices(name, nodes[0])
+        return nodes[0].shape[:-2], nodes[0].dtype
+    return infer
+
+
+DET = register(Op("det", "LinalgDetBackward0", _infer_determinant("linalg.det"), _factor(Det, "det")))
+SLOGDET = register(Op("slogdet", "LinalgSlogdetBackward0", _infer_determinant("linalg.slogdet"),
+                      _factor(SlogDet, "slogdet")))
+SlogdetReturn, LinalgSlogdetReturn = (return_type(n, ("sign", "logabsdet")) for n in ("slogdet", "linalg_slogdet"))
+
+
+@DET.publish(Names(function=("det",), method=("det",)))
+def det(input):
+    return apply(DET, input)
+
+
+def slogdet_parts(A):
+    """The sign and the log of the absolute value of ``det A``."""
+    return apply(SLOGDET, A, attrs=(0,)), apply(SLOGDET, A, attrs=(1,))
+
+
+@SLOGDET.publish(Names(function=("slogdet",), method=("slogdet",)))
+def slogdet(input):
+    return SlogdetReturn(*slogdet_parts(input))
+
+
+@SLOGDET.publish(Names(function=("logdet",), method=("logdet",)))
+def logdet(input):
+    """``log det A``, NaN for a negative determinant (composed as PyTorch composes it)."""
+    sign, logabsdet = slogdet_parts(input)
+    return where(sign < 0, math.nan, logabsdet)
+
+
+def _infer_solve(nodes, vector, left):
+    A, B = nodes
+    _matrices("linalg.solve", A)
+    if A.dtype is not B.dtype:
+        raise ValueError(f"linalg.solve: Expected A and B to have the same dtype, but found A of type "
+                         f"{dtypes.torch_name(A.dtype)} and B of type {dtypes.torch_name(B.dtype)} instead")
+    matrix = (*B.shape, 1) if vector or len(B.shape) == 1 else B.shape
+    n = A.shape[-1]
+    if (matrix[-2] if left else matrix[-1]) != n:
+        raise ValueError(f"linalg.solve: Incompatible shapes of A and B for the equation {'AX' if left else 'XA'} = B "
+                         f"({n}x{n} and {matrix[-2]}x{matrix[-1]})")
+    batch = broadcast_shapes(A.shape[:-2], B.shape[:-1] if vector else B.shape[:-2])
+    return (*batch, *B.shape[-1 if vector else -2:]), A.dtype
+
+
+def _build_solve(p, node, A, B):
+    """``A X = B`` (``X A = B`` is ``A^T X^T = B^T``), B a column if it is a vector, batches broadcast."""
+    vector, left = node.attrs
+    if vector:
+        B = p.reshape(B, (*p.shape_of(B), 1))
+    if not left:
+        A, B = p.swap_last(A), p.swap_last(B)
+    batch = broadcast_shapes(p.shape_of(A)[:-2], p.shape_of(B)[:-2])
+    A = p.broadcast_to(A, (*batch, *p.shape_of(A)[-2:]))
+    B = p.broadcast_to(B, (*batch, *p.shape_of(B)[-2:]))
+    X = emit(p, Solve, A, B, hint="solve")
+    return p.reshape(X if left else p.swap_last(X), node.shape)
+
+
+SOLVE = register(Op("solve", "LinalgSolveExBackward0", _infer_solve, _build_solve))
+
+
+def solve(A, B, *, left: bool = True):
+    """``torch.linalg.solve``: B is a vector when it is 1-D or A's shape without its last axis."""
+    vector = left and (B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1])))
+    result = apply(SOLVE, A, B, attrs=(vector, bool(left)))
+    batch = tuple(result.shape[:-1 if vector else -2])
+    for label, _ in _singular_batches(result, A, (*batch, *A.shape[-2:]))[:1]:
+        raise LinAlgError(f"torch.linalg.solve: {label}The solver failed because the input matrix is singular.")
+    return result
+
+
+def _build_cholesky(p, node, a):
+    """L, or its transpose for ``upper`` (still from A's lower triangle, as PyTorch)."""
+    L = emit(p, Cholesky, a, hint="cholesky")
+    return p.swap_last(L) if node.attrs[0] else L
+
+
+def _infer_solve_triangular(nodes, upper, left, unit):
+    A, B = nodes
+    for name, x in (("A", A), ("B", B)):
+        if len(x.shape) < 2:
+            raise ValueError(f"linalg.solve_triangular: The input tensor {name} must have at least 2 dimensions.")
+    if not A.dtype.is_floating_point:
+        raise NotImplementedError(f'"triangular_solve_cpu" not implemented for \'{dtypes.torch_name(A.dtype)}\'')
+    _matrices("linalg.solve_triangular", A)
+    n = A.shape[-1]
+    if (B.shape[-2] if left else B.shape[-1]) != n:
+        raise ValueError(f"linalg.solve_triangular: Incompatible shapes of A and B for the equation "
+                         f"{'AX' if left else 'XA'} = B ({n}x{n} and {B.shape[-2]}x{B.shape[-1]})")
+    return (*broadcast_shapes(A.shape[:-2], B.shape[:-2]), *B.shape[-2:]), A.dtype
+
+
+def _build_solve_triangular(p, node, A, B):
+    """In A's dtype (PyTorch's result dtype), batches broadcast."""
+    upper, left, unit = node.attrs
+    batch = node.shape[:-2]
+    A = p.broadcast_to(A, (*batch, *p.shape_of(A)[-2:]))
+    B = p.broadcast_to(p.astype(B, node.dtype.name), node.shape)
+    return triangular_solve(p, A, B, upper, left, unit)
+
+
+SOLVE_TRIANGULAR = register(Op("solve_triangular", "LinalgSolveTriangularBackward0", _infer_solve_triangular,
+                               _build_solve_triangular))
+
+
+def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: bool = False):
+    """``torch.linalg.solve_triangular``: only A's ``upper`` (or lower) triangle is read (its diagonal
+    taken as ones when ``unitriangular``); a zero on the diagonal gives inf or NaN, not an error."""
+    return apply(SOLVE_TRIANGULAR, A, B, attrs=(bool(upper), bool(left), bool(unitriangular)))
+
+
+CHOLESKY = register(Op("cholesky", lambda nodes, upper, name: name, _infer_square("linalg.cholesky"), _build_cholesky))
+
+
+def _failed_minor(matrix) -> int | None:
+    """The order of the first leading minor that is not positive-definite, as LAPACK's potrf finds it
+    (from the lower triangle; a NaN fails)."""
+    n = matrix.shape[-1]
+    L = np.zeros_like(matrix)
+    for j in range(n):
+        pivot = matrix[j, j] - L[j, :j] @ L[j, :j]
+        if not pivot > 0:
+            return j + 1
+        L[j, j] = np.sqrt(pivot)
+        L[j + 1:, j] = (matrix[j + 1:, j] - L[j + 1:, :j] @ L[j, :j]) / L[j, j]
+    return None
+
+
+def _cholesky(A, upper, name, prefix):
+    result = apply(CHOLESKY, A, attrs=(bool(upper), name))
+    values = engine.concrete_array(result._node)
+    if values is not None and np.isnan(np.asarray(values)).any():
+        for label, matrix in _batches(np.asarray(engine.concrete_array(A._node), dtype=np.float64)):
+            order = _failed_minor(matrix)
+            if order is not None:
+                raise LinAlgError(f"{prefix}: {label}The factorization could not be completed because the input is "
+                                  f"not positive-definite (the leading minor of order {order} is not "
+                                  "positive-definite).")
+    return result
+
+
+def linalg_cholesky(A, *, upper: bool = False):
+    """``torch.linalg.cholesky``: L from A's lower triangle; LinAlgError if A is not positive-definite."""
+    return _cholesky(A, upper, "LinalgCholeskyExBackward0", "linalg.cholesky")
+
+
+CHOLESKY_DEPRECATED = ("torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a future "
+                       "PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\nL = torch.linalg.cholesky(A)"
+                       "\nand\nU = torch.cholesky(A, upper=True)\nshould be replaced with\n"
+                       "U = torch.linalg.cholesky(A).mH\nThis transform will produce equivalent results for all valid "
+                       "(symmetric positive definite) inputs.")
+
+
+@CHOLESKY.publish(Names(function=("cholesky",), method=("cholesky",)))
+def cholesky(input, upper: bool = False):
+    warnings.warn(CHOLESKY_DEPRECATED, UserWarning, stacklevel=2)
+    return _cholesky(input, upper, "CholeskyBackward0", "cholesky")
+
+
+def _infer_qr(nodes, part, mode):
+    (A,) = nodes
+    _matrices("linalg.qr", A, square=False)
+    *batch, m, n = A.shape
+    k = m if mode == "complete" else min(m, n)
+    return ((*batch, m, k) if part == 0 else (*batch, k, n)), A.dtype
+
+
+QR = register(Op("qr", "LinalgQrBackward0", _infer_qr, _factor(Qr, "qr")))
+QrReturn, LinalgQrReturn = (return_type(n, ("Q", "R")) for n in ("qr", "linalg_qr"))
+
+
+def qr_parts(A, mode: str = "reduced"):
+    """Q and R; mode 'r' computes R only (Q is empty, and R's gradient raises, as in PyTorch)."""
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), 'r', "
+                           "or 'complete'")
+    if mode == "r":
+        return Tensor(leaf(jnp.zeros((0,), A.dtype.numpy), A.dtype)), apply(QR, A, attrs=(1, "r"))
+    return apply(QR, A, attrs=(0, mode)), apply(QR, A, attrs=(1, mode))
+
+
+QR_DEPRECATED = ("torch.qr is deprecated in favor of torch.linalg.qr and will be removed in a future PyTorch release.\n"
+                 "The boolean parameter 'some' has been replaced with a string parameter 'mode'.\nQ, R = torch.qr(A, "
+                 "some)\nshould be replaced with\nQ, R = torch.linalg.qr(A, 'reduced' if some else 'complete')")
+
+
+@QR.publish(Names(function=("qr",), method=("qr",)))
+def qr(input, some: bool = True):
+    warnings.warn(QR_DEPRECATED, UserWarning, stacklevel=2)
+    return QrReturn(*qr_parts(input, "reduced" if some else "complete"))
+
+
+def _infer_eigh(nodes, part, uplo):
+    (A,) = nodes
+    _matrices("linalg.eigh", A)
+    return (A.shape[:-1] if part == 0 else A.shape), A.dtype
+
+
+EIGH = register(Op("eigh", "LinalgEighBackward0", _infer_eigh, _factor(Eigh, "eigh")))
+
+
+def eigh_parts(A, UPLO: str = "L"):
+    """Eigenvalues (ascending) and eigenvectors of the symmetric matrix in A's ``UPLO`` triangle."""
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    return apply(EIGH, A, attrs=(0, UPLO)), apply(EIGH, A, attrs=(1, UPLO))
+
+
+def _infer_svd(nodes, part, full):
+    (A,) = nodes
+    _matrices("linalg.svd", A, square=False)
+    *batch, m, n = A.shape
+    k = min(m, n)
+    return [(*batch, m, m if full else k), (*batch, k), (*batch, n if full else k, n)][part], A.dtype
+
+
+SVD = register(Op("svd", "LinalgSvdBackward0", _infer_svd, _factor(Svd, "svd")))
+SvdReturn = return_type("svd", ("U", "S", "V"))
+
+
+def svd_parts(A, full_matrices: bool = True):
+    """U, S (descending) and Vh of ``A = U diag(S) Vh``."""
+    return tuple(apply(SVD, A, attrs=(part, bool(full_matrices))) for part in range(3))
+
+
+def svdvals(A):
+    return apply(SVD, A, attrs=(1, False))
+
+
+@SVD.publish(Names(function=("svd",), method=("svd",)))
+def svd(input, some: bool = True, compute_uv: bool = True):
+    """``torch.svd``: V, not Vh; without ``compute_uv``, S and square zero matrices (as PyTorch returns)."""
+    if compute_uv:
+        U, S, Vh = svd_parts(input, not some)
+        return SvdReturn(U, S, Vh.mT)
+    *batch, m, n = input.shape
+    zeros = [Tensor(leaf(jnp.zeros((*batch, k, k), input.dtype.numpy), input.dtype)) for k in (m, n)]
+    return SvdReturn(zeros[0], svdvals(input), zeros[1])

@@ -19,6 +19,7 @@ from symgrad import dtypes, ir
 from symgrad.ir import ieee, reduced_shape
 from symgrad.ops.dims import dim_index, normalize_dims
 from symgrad.ops.elementwise import MAXIMUM, MINIMUM
+from symgrad.ops.linalg import svdvals
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import Tensor, apply
 
@@ -318,9 +319,9 @@ def _mean(p, x, axes, n, corrected: bool):
     return p.assign(mean + rest / n, p.shape_of(mean), dtype, "mean")
 
 
-def _sum_of_squares(p, x, axes, keepdim, n, corrected: bool):
+def _sum_of_squares(p, x, axes, keepdim, n):
     shape, dtype = p.shape_of(x), p.dtype_of(x)
-    centered = p.assign(x - p.stop_gradient(_mean(p, x, axes, n, corrected)), shape, dtype, "centered")
+    centered = p.assign(x - _mean(p, x, axes, n, corrected=True), shape, dtype, "centered")
     return p.reduce_sum(p.assign(centered * centered, shape, dtype, "square"), axes, keepdim)
 
 
@@ -328,16 +329,18 @@ def _build_variance(p, node, x):
     """The value as PyTorch computes it: in float64, about a corrected mean, over max(0, n -
     correction) (a constant slice has variance exactly 0, and std's gradient there is 0).  The
     gradient is PyTorch's var_backward, 2 (x - mean) / (n - correction) g in x's dtype (negative
-    where the correction exceeds n): the derivative of sum((x - mean)^2) / (n - correction) with
-    the mean held constant."""
+    where the correction exceeds n), given as the slope of a ``reduced_with_slope``: that form
+    has no term through the mean at first order (NaN exactly where PyTorch's is), and is itself
+    differentiated, mean included, at second order."""
     axes, correction, keepdim, grad_fn = node.attrs
     shape, dtype = node.inputs[0].shape, node.dtype.name
     n = math.prod(shape[a] for a in axes)
-    squares = _sum_of_squares(p, p.astype(x, "float64"), axes, keepdim, n, corrected=True)
+    squares = _sum_of_squares(p, p.astype(x, "float64"), axes, keepdim, n)
     exact = ieee.mul(squares, 1 / sp.Integer(n - correction) if n > correction else sp.zoo)
     value = p.astype(p.assign(exact, node.shape, "float64", "var"), dtype)
-    slope = ieee.mul(_sum_of_squares(p, x, axes, keepdim, n, corrected=False), 1 / sp.Integer(n - correction))
-    variance = p.assign(ir.rerouted(p.stop_gradient(value), slope), node.shape, dtype, "var")
+    centered = p.assign(x - _mean(p, x, axes, n, corrected=False), shape, dtype, "centered")
+    slope = p.assign(ieee.mul(centered, sp.Integer(2) / (n - correction)), shape, dtype, "slope")
+    variance = p.reduced_with_slope(value, x, slope, axes, keepdim)
     return p.assign(ir.root(variance), node.shape, dtype, "std") if grad_fn == "StdBackward0" else variance
 
 
@@ -410,7 +413,29 @@ def _build_vector_norm(p, node, x):
     magnitude = p.assign(sp.Abs(x, evaluate=False), shape, dtype, "abs")
     if ord == 1:
         return p.reduce_sum(magnitude, axes, keepdim)
-    return p.reduce_max(magnitude, axes, keepdim, whole=True, smallest=ord < 0)
+    if math.isinf(ord):
+        return p.reduce_max(magnitude, axes, keepdim, whole=True, smallest=ord < 0)
+    return _p_norm(p, node, x, magnitude)
+
+
+def _p_norm(p, node, x, magnitude):
+    """Any other p: sum(|x|^p)^(1/p), with PyTorch's norm_backward as its slope (zero where the
+    norm is 0, or where x is 0 for p < 1), which stays differentiable for higher orders."""
+    ord, axes, keepdim = node.attrs
+    shape, dtype = node.inputs[0].shape, node.dtype.name
+    root = 1 / sp.Float(ord) if isinstance(ord, float) else sp.Rational(1, ord)
+    total = p.reduce_sum(p.assign(magnitude ** ord, shape, dtype, "powered"), axes, keepdim)
+    norm = p.assign(total ** root, node.shape, dtype, "norm")
+    if ord < 1:
+        scaled = ir.select(ir.equal(x, 0), sp.S.Zero, ir.sign(x) * magnitude ** (ord - 1))
+        slope = scaled * p.expand_reduced(norm, shape, axes, keepdim) ** (1 - ord)
+    else:  # the root of a zero total is taken of 1: its derivative must not be inf where it is masked
+        zero = ir.equal(total, 0)
+        guarded = p.assign(ir.select(zero, sp.S.One, total) ** (root * (1 - ord)), node.shape, dtype, "scale")
+        scale = p.expand_reduced(p.assign(ir.select(zero, sp.S.Zero, guarded), node.shape, dtype, "scale"),
+                                 shape, axes, keepdim)
+        slope = (ir.sign(x) * magnitude ** (ord - 1) if ord < 2 else x * magnitude ** (ord - 2)) * scale
+    return p.reduced_with_slope(norm, x, p.assign(slope, shape, dtype, "slope"), axes, keepdim)
 
 
 VECTOR_NORM = register(Op("vector_norm", "LinalgVectorNormBackward0", _infer_vector_norm, _build_vector_norm,
@@ -419,22 +444,21 @@ VECTOR_NORM = register(Op("vector_norm", "LinalgVectorNormBackward0", _infer_vec
                           torch_fn=lambda t, x, ord, axes, keepdim: x.norm(ord, axes, keepdim),
                           examples=(Example(((3, 4),), (2, (0, 1), False)), Example(((3, 4),), (1, (1,), True)),
                                     Example(((3, 4),), (math.inf, (0,), False)),
-                                    Example(((2, 3, 4),), (-math.inf, (0, 2), False))),
+                                    Example(((2, 3, 4),), (-math.inf, (0, 2), False)),
+                                    Example(((3, 4),), (3, (1,), False)), Example(((3, 4),), (0.5, (0,), True))),
                           domain=("nonzero",)))
-VECTOR_ORDERS = (2, 1, math.inf, -math.inf, 0)
 
 
 def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
-    """``torch.linalg.vector_norm`` for ord 2, 1, inf, -inf and 0."""
+    """``torch.linalg.vector_norm`` for any real ord (2, 1, inf, -inf and 0 have their own forms)."""
     if isinstance(ord, str):
         raise TypeError(f"linalg_vector_norm(): argument 'ord' (position 2) must be Number, not str")
-    if ord not in VECTOR_ORDERS:
-        raise NotImplementedError(f"linalg.vector_norm: symgrad has ord in {VECTOR_ORDERS}, not {ord}")
     if dtype is not None:
         x = x.to(dtype)
     axes = normalize_dims(dim, x.ndim, empty_means_all=True)
     axes = tuple(range(x.ndim)) if axes is None else axes
-    return apply(VECTOR_NORM, x, attrs=(float(ord) if math.isinf(ord) else int(ord), axes, bool(keepdim)))
+    ord = int(ord) if float(ord).is_integer() else float(ord)
+    return apply(VECTOR_NORM, x, attrs=(ord, axes, bool(keepdim)))
 
 
 def _infer_matrix_norm(nodes, ord, dims, keepdim):
@@ -477,17 +501,16 @@ MATRIX_NORM = register(Op("matrix_norm",
                                     Example(((3, 4),), (-math.inf, (0, 1), False))),
                           domain=("ties",)))
 MATRIX_ORDERS = ("fro", 1, -1, math.inf, -math.inf)
+SPECTRAL_ORDERS = ("nuc", 2, -2)
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None):
-    """``torch.linalg.matrix_norm`` for 'fro', 1, -1, inf and -inf.  The spectral norms ('nuc', 2,
-    -2) need singular values, which symgrad does not compute."""
+    """``torch.linalg.matrix_norm``: 'fro', 1, -1, inf and -inf are sums and maxima of entries;
+    the spectral norms (2, -2: the extreme singular values; 'nuc': their sum) are composed of
+    ``svdvals`` as PyTorch composes them."""
     if A.ndim < 2:
         raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
-    if ord in ("nuc", 2, -2):
-        raise NotImplementedError(f"linalg.matrix_norm: ord={ord!r} needs singular values, which symgrad "
-                                  "does not compute")
-    if ord not in MATRIX_ORDERS:
+    if ord not in MATRIX_ORDERS + SPECTRAL_ORDERS:
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     dims = tuple(dim_index(d, A.ndim) for d in dim)
     if len(dims) != 2:
@@ -498,15 +521,27 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
         return vector_norm(A, 2, dims, keepdim, dtype=dtype)
     if dtype is not None:
         A = A.to(dtype)
+    if ord in SPECTRAL_ORDERS:
+        return _spectral_norm(A, ord, dims, keepdim)
     return apply(MATRIX_NORM, A, attrs=(float(ord) if math.isinf(ord) else int(ord), dims, bool(keepdim)))
+
+
+def _spectral_norm(A, ord, dims, keepdim: bool):
+    others = [d for d in range(A.ndim) if d not in dims]
+    values = svdvals(A.permute(*others, *dims))
+    norms = values.sum(-1) if ord == "nuc" else values.amax(-1) if ord == 2 else values.amin(-1)
+    if keepdim:
+        norms = norms.reshape(tuple(1 if d in dims else n for d, n in enumerate(A.shape)))
+    return norms
 
 
 @VECTOR_NORM.publish(Names(function=("norm",), method=("norm",)))
 def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):
-    """``torch.norm``: 'fro' is the 2-norm (of the matrices at ``dim``, a pair); 'nuc' needs
-    singular values; a number p is ``vector_norm`` over ``dim`` (every dimension if None)."""
+    """``torch.norm``: 'fro' is the 2-norm (of the matrices at ``dim``, a pair); 'nuc' is the
+    matrix norm over ``dim`` (the last two if None); a number p is ``vector_norm`` over ``dim``
+    (every dimension if None)."""
     if p == "nuc":
-        raise NotImplementedError("norm(p='nuc') needs singular values, which symgrad does not compute")
+        return matrix_norm(input, "nuc", (-2, -1) if dim is None else dim, keepdim, dtype=dtype)
     if p == "fro":
         if isinstance(dim, (tuple, list)) and len(dim) > 2:
             raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {' '.join(map(str, dim))}")

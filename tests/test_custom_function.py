@@ -1,0 +1,258 @@
+"""torch.autograd.Function against PyTorch: the user's backward traced into the symbolic program
+(numbers, double backward, compiled once), ctx's API, and PyTorch's errors for a bad backward."""
+import numpy as np
+import pytest
+
+import symgrad
+from codegen.compile import stats
+
+X = np.array([0.5, -1.0, 2.0], np.float32)
+
+
+def close(ours, theirs, rtol=1e-5, atol=1e-6):
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=rtol, atol=atol)
+
+
+def legendre(T):
+    class Legendre(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, input):
+            ctx.save_for_backward(input)
+            return 0.5 * (5 * input ** 3 - 3 * input)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (input,) = ctx.saved_tensors
+            return grad_output * 1.5 * (5 * input ** 2 - 1)
+    return Legendre
+
+
+def scaled_product(T):
+    """Two tensors and a number in, two outputs (one marked non-differentiable), setup_context form."""
+    class ScaledProduct(T.autograd.Function):
+        @staticmethod
+        def forward(x, w, scale):
+            return x * w * scale, (x > 0).to(x.dtype)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            x, w, scale = inputs
+            ctx.save_for_backward(x, w)
+            ctx.scale = scale
+            ctx.mark_non_differentiable(output[1])
+            ctx.set_materialize_grads(False)
+
+        @staticmethod
+        def backward(ctx, grad, _):
+            x, w = ctx.saved_tensors
+            gx = grad * w * ctx.scale if ctx.needs_input_grad[0] else None
+            gw = (grad * x * ctx.scale).sum(0) if ctx.needs_input_grad[1] else None
+            return gx, gw, None
+    return ScaledProduct
+
+
+def test_first_and_higher_derivatives_match_pytorch(torch):
+    results = []
+    for T in (symgrad, torch):
+        x = T.tensor(X, requires_grad=True)
+        y = legendre(T).apply(x * 2)
+        (g,) = T.autograd.grad((y * y).sum(), x, create_graph=True)
+        (h,) = T.autograd.grad(g.sum(), x)
+        results.append((y.detach().numpy(), g.detach().numpy(), h.numpy(), type(y.grad_fn).__name__,
+                        y.grad_fn.name(), y.requires_grad, type(g.grad_fn).__name__))
+    for a, b in zip(results[0][:3], results[1][:3]):
+        close(a, b)
+    assert results[0][3:] == results[1][3:] == ("LegendreBackward", "LegendreBackward", True, "MulBackward0")
+
+
+def test_several_inputs_and_outputs_ctx_and_needs_input_grad(torch):
+    results = []
+    for T in (symgrad, torch):
+        x = T.tensor([[1.0, -2.0, 3.0], [0.5, 0.25, -1.0]], requires_grad=True)
+        w = T.tensor([2.0, 3.0, -1.0], requires_grad=True)
+        fn = scaled_product(T)
+        y, mask = fn.apply(x, w, 3.0)
+        (y * mask + y).sum().backward()
+        frozen = T.tensor([1.0, 1.0, 1.0])
+        z, _ = fn.apply(x, frozen, 2.0)
+        (gx,) = T.autograd.grad(z.sum(), x)
+        results.append((y.detach().numpy(), mask.numpy(), x.grad.numpy(), w.grad.numpy(), gx.numpy(),
+                        mask.requires_grad, y.grad_fn is z.grad_fn, len(y.grad_fn.next_functions)))
+    for a, b in zip(results[0][:5], results[1][:5]):
+        close(a, b)
+    assert results[0][5:] == results[1][5:]
+
+
+def test_outputs_without_grad_and_the_forward_under_no_grad(torch):
+    for T in (symgrad, torch):
+        seen = []
+
+        class Probe(T.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                seen.append(T.is_grad_enabled())
+                return x.exp()
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+        plain = Probe.apply(T.tensor(X))
+        with T.no_grad():
+            inside = Probe.apply(T.tensor(X, requires_grad=True))
+        assert seen == [False, False]
+        assert not plain.requires_grad and plain.grad_fn is None and inside.grad_fn is None
+        close(plain.numpy(), np.exp(X))
+
+
+def test_gradcheck_catches_a_wrong_backward(torch):
+    class Wrong(symgrad.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.sin()
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * x.cos() * 1.01  # one percent off
+    x = symgrad.tensor(X.astype(np.float64), requires_grad=True)
+    assert symgrad.gradcheck(legendre(symgrad).apply, (x,))
+    assert symgrad.gradgradcheck(legendre(symgrad).apply, (x,))
+    assert not symgrad.gradcheck(Wrong.apply, (x,), raise_exception=False)
+    with pytest.raises(symgrad.autograd.GradcheckError, match="Jacobian mismatch"):
+        symgrad.autograd.gradcheck(Wrong.apply, (x,))
+
+
+def _train(T, steps=6):
+    fn = legendre(T)
+    w = T.tensor(X, requires_grad=True)
+    compiles = []
+    for _ in range(steps):
+        loss = fn.apply(w * 0.5).pow(2).sum()
+        loss.backward()
+        with T.no_grad():
+            w -= 0.01 * w.grad
+        w.grad.zero_()
+        compiles.append(stats.compiles)
+    return w.detach().numpy(), compiles
+
+
+def test_a_training_loop_through_a_custom_function_compiles_once_on_both_paths(torch):
+    fast, compiles = _train(symgrad)
+    with symgrad.plain_path():
+        plain, _ = _train(symgrad)
+    theirs, _ = _train(torch)
+    assert compiles[-1] == compiles[1]
+    np.testing.assert_array_equal(fast, plain)
+    close(fast, theirs)
+
+
+def test_compiled_value_and_grad_traces_the_users_backward():
+    fn = legendre(symgrad)
+    value, grad = symgrad.value_and_grad(lambda x: fn.apply(x).sum())(X)
+    close(value, (0.5 * (5 * X ** 3 - 3 * X)).sum())
+    close(grad, 1.5 * (5 * X ** 2 - 1))
+
+
+def _bad(T, backward, n_inputs=2):
+    class Bad(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y, *rest):
+            return x * y
+
+    Bad.backward = staticmethod(backward)
+    return Bad
+
+
+BAD_BACKWARDS = {
+    "too few gradients": (lambda ctx, g: g, "incorrect number of gradients"),
+    "too many gradients": (lambda ctx, g: (g, g, g), "incorrect number of gradients"),
+    "a wrong shape": (lambda ctx, g: (g[0], g), "invalid gradient at index 0"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_BACKWARDS))
+def test_a_bad_backward_raises_pytorchs_error_at_backward_and_leaves_tensors_usable(torch, case):
+    backward, pattern = BAD_BACKWARDS[case]
+    messages = []
+    for T in (symgrad, torch):
+        x = T.ones(2, 3, requires_grad=True)
+        y = T.full((2, 3), 2.0, requires_grad=True)
+        out = _bad(T, backward).apply(x, y)  # the error waits for backward, as in PyTorch
+        with pytest.raises(RuntimeError, match=pattern) as error:
+            out.sum().backward()
+        messages.append(str(error.value))
+        assert x.grad is None
+        (x * y).sum().backward()
+        close(x.grad.numpy(), np.full((2, 3), 2.0))
+    assert messages[0] == messages[1]
+
+
+def test_a_gradient_for_a_number_and_a_broadcast_gradient(torch):
+    messages, grads = [], []
+    for T in (symgrad, torch):
+        class Between(T.autograd.Function):  # a number between two tensors
+            @staticmethod
+            def forward(ctx, x, factor, y):
+                return x * factor * y
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2, None, g * 3
+
+        class Scale(T.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, factor):
+                return x * factor
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2, g
+
+        class Broadcast(T.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.sum(0)
+
+            @staticmethod
+            def backward(ctx, g):
+                return g.expand(4, 2, 3) if hasattr(g, "expand") else g
+
+        x = T.ones(2, 3, requires_grad=True)
+        with pytest.raises(RuntimeError) as error:
+            Scale.apply(x, 2.0).sum().backward()
+        messages.append(str(error.value))
+        Broadcast.apply(x).sum().backward()
+        grads.append(x.grad.numpy().copy())  # PyTorch's numpy() shares the .grad that backward adds into
+        y = T.ones(2, 3, requires_grad=True)
+        Between.apply(x, 5.0, y).sum().backward()
+        grads += [x.grad.numpy(), y.grad.numpy()]
+    assert messages[0] == messages[1]
+    for a, b in zip(grads[:3], grads[3:]):
+        close(a, b)
+
+
+def test_backward_cannot_read_the_values_of_grad_output():
+    class Reads(symgrad.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * g.sum().item()
+    y = Reads.apply(symgrad.tensor(X, requires_grad=True))
+    with pytest.raises(RuntimeError, match="traced symbolically"):
+        y.sum().backward()
+
+
+def test_saved_tensors_are_freed_by_backward(torch):
+    for T in (symgrad, torch):
+        x = T.tensor(X, requires_grad=True)
+        y = legendre(T).apply(x)
+        assert len(y.grad_fn.saved_tensors) == 1
+        y.sum().backward()
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            y.grad_fn.saved_tensors
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            y.sum().backward()

@@ -1,0 +1,59 @@
+"""Every registered op, generically, to second order: the gradient of a gradient (create_graph)
+against PyTorch's double backward on the same float64 inputs, one example per op.
+
+The first-order gradient is weighted by a random direction and differentiated again w.r.t. the
+inputs and the output cotangent, so every second-derivative term the op has is exercised.
+Agreement is to 1e-7: float64 ``celu`` uses float64 constants where PyTorch's kernel rounds
+1/alpha to float32 (docs/api.md).
+"""
+import zlib
+
+import numpy as np
+import pytest
+
+import symgrad
+from op_cases import cases, make_inputs
+from symgrad.tensor import apply
+
+FIRST_EXAMPLES = [case for case in cases() if case[0].endswith("-0")]
+_FORCE = {}  # PyTorch returns ZeroTensors, which numpy() reads only when forced
+
+
+def _second_order(T, op, example, values, cotangent, directions):
+    """(gradient-of-gradient per float input and for the cotangent), None where unused."""
+    args = [v if np.isscalar(v) else T.tensor(v, requires_grad=v.dtype.kind == "f") for v in values]
+    attrs = [getattr(T, a.name) if isinstance(a, symgrad.dtype) else a for a in example.attrs]
+    out = apply(op, *args, attrs=example.attrs) if T is symgrad else op.torch_fn(T, *args, *attrs)
+    if not out.requires_grad:
+        return None
+    wrt = [a for a in args if not np.isscalar(a) and a.requires_grad]
+    seed = T.tensor(cotangent, requires_grad=True)
+    grads = T.autograd.grad(out, wrt, seed, create_graph=True, allow_unused=True)
+    weighted = sum((g * T.tensor(d)).sum() for g, d in zip(grads, directions) if g is not None)
+    if not weighted.requires_grad:
+        return [None] * (len(wrt) + 1)
+    second = T.autograd.grad(weighted, [*wrt, seed], allow_unused=True)
+    return [None if s is None else np.asarray(s.detach().numpy(**_FORCE.get(T, {}))) for s in second]
+
+
+@pytest.mark.parametrize("name,op,example", FIRST_EXAMPLES, ids=[c[0] for c in FIRST_EXAMPLES])
+def test_gradient_of_gradient_matches_pytorch(name, op, example, torch):
+    _FORCE[torch] = {"force": True}
+    rng = np.random.default_rng(zlib.crc32(name.encode()) + 2)
+    values = make_inputs(op, example, rng)
+    floats = [v for v in values if not np.isscalar(v) and v.dtype.kind == "f"]
+    t_out = op.torch_fn(torch, *[v if np.isscalar(v) else torch.tensor(v) for v in values],
+                        *[getattr(torch, a.name) if isinstance(a, symgrad.dtype) else a for a in example.attrs])
+    cotangent = rng.standard_normal(tuple(t_out.shape))
+    directions = [rng.standard_normal(v.shape) for v in floats]
+    try:
+        theirs = _second_order(torch, op, example, values, cotangent, directions)
+    except RuntimeError as error:  # PyTorch has no double backward for this op
+        pytest.skip(f"PyTorch: {str(error).splitlines()[0][:100]}")
+    ours = _second_order(symgrad, op, example, values, cotangent, directions)
+    if theirs is None:
+        assert ours is None
+        return
+    for k, (s, t) in enumerate(zip(ours, theirs)):  # None (unused) on one side is zeros on the other
+        np.testing.assert_allclose(0.0 if s is None else s, 0.0 if t is None else t, rtol=1e-7, atol=1e-10,
+                                   err_msg=f"{name}: second-order term {k}")
