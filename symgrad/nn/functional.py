@@ -551,6 +551,8 @@ def _pads(pad, ndim):
 def _pad_grad_fn(nodes, mode, pads, value):
     if mode == "constant":
         return "ConstantPadNdBackward0"
+    if mode == "circular":
+        return "CopySlices"
     padded = len(pads) - next(i for i, pair in enumerate(pads) if pair != (0, 0)) if any(
         pair != (0, 0) for pair in pads) else 1
     return f"{'Reflection' if mode == 'reflect' else 'Replication'}Pad{padded}DBackward0"
@@ -573,6 +575,9 @@ def _build_pad(p, node, x):
     for axis, (lo, hi) in enumerate(pads):
         if lo == hi == 0:
             continue
+        if mode == "circular":
+            x = _wrapped(p, x, shape, axis, lo, hi, dtype)
+            continue
         n = shape[axis]
         if mode == "reflect":
             parts = [_flipped(p, x, shape, axis, 1, lo + 1), x, _flipped(p, x, shape, axis, n - hi - 1, n - 1)]
@@ -582,6 +587,19 @@ def _build_pad(p, node, x):
         shape[axis] = n + lo + hi
         x = p.concatenate(parts, axis, tuple(shape), dtype)
     return x
+
+
+def _wrapped(p, x, shape, axis, lo, hi, dtype):
+    """Circular padding along ``axis`` (``shape`` updated in place): a negative pad crops first,
+    then each side takes its entries from the other end of what is left."""
+    if lo < 0 or hi < 0:
+        start, stop = max(-lo, 0), shape[axis] - max(-hi, 0)
+        x = _slab(p, x, shape, axis, start, stop)
+        shape[axis], lo, hi = stop - start, max(lo, 0), max(hi, 0)
+    n = shape[axis]
+    parts = [_slab(p, x, shape, axis, n - lo, n) if lo else None, x, _slab(p, x, shape, axis, 0, hi) if hi else None]
+    shape[axis] = n + lo + hi
+    return p.concatenate([part for part in parts if part is not None], axis, tuple(shape), dtype)
 
 
 def _slab(p, x, shape, axis, start, stop):
@@ -609,7 +627,10 @@ def _edge(p, x, shape, axis, at, width):
 def _reference_pad(x, mode, pads, value):
     if mode == "constant":
         return jax.lax.pad(x, jnp.asarray(value, x.dtype), [(lo, hi, 0) for lo, hi in pads])
-    return jnp.pad(x, pads, mode={"reflect": "reflect", "replicate": "edge"}[mode])
+    if mode == "circular":  # a negative pad crops first, as PyTorch's
+        x = x[tuple(slice(max(-lo, 0), n - max(-hi, 0)) for n, (lo, hi) in zip(x.shape, pads))]
+        pads = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
+    return jnp.pad(x, pads, mode={"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode])
 
 
 PAD = register(Op(
@@ -622,7 +643,9 @@ PAD = register(Op(
               Example(((2, 5),), ("reflect", ((0, 0), (2, 3)), 0.0)),
               Example(((1, 2, 4, 3),), ("reflect", ((0, 0), (0, 0), (1, 3), (2, 0)), 0.0)),
               Example(((2, 4),), ("replicate", ((0, 0), (3, 1)), 0.0)),
-              Example(((1, 3, 2, 2),), ("replicate", ((0, 0), (0, 0), (2, 1), (0, 3)), 0.0)))))
+              Example(((1, 3, 2, 2),), ("replicate", ((0, 0), (0, 0), (2, 1), (0, 3)), 0.0)),
+              Example(((1, 2, 3),), ("circular", ((0, 0), (0, 0), (2, 1)), 0.0)),
+              Example(((1, 1, 3, 4),), ("circular", ((0, 0), (0, 0), (2, -1), (1, 2)), 0.0)))))
 
 
 @PAD.publish(Names(functional=("pad",)))
@@ -630,8 +653,9 @@ def pad(input, pad, mode="constant", value=None):
     pads = _pads(pad, input.ndim)
     if mode == "constant":
         return apply(PAD, input, attrs=("constant", pads, 0.0 if value is None else value))
-    if mode not in ("reflect", "replicate"):
-        raise NotImplementedError(f"F.pad: mode {mode!r} is not supported by symgrad (constant, reflect, replicate)")
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"F.pad: mode {mode!r} is not supported by symgrad "
+                                  "(constant, reflect, replicate, circular)")
     padded = len(pad) // 2
     if input.ndim not in (padded + 1, padded + 2):
         raise NotImplementedError(
@@ -642,7 +666,9 @@ def pad(input, pad, mode="constant", value=None):
         if mode == "reflect" and (lo, hi) != (0, 0) and (lo >= input.shape[axis] or hi >= input.shape[axis]):
             raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input dimension, "
                                f"but got: padding ({lo}, {hi}) at dimension {axis} of input {list(input.shape)}")
-        if min(lo, hi) < 0:
+        if mode == "circular" and max(lo, hi) > input.shape[axis] - max(-lo, 0) - max(-hi, 0):  # after a crop
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+        if min(lo, hi) < 0 and mode != "circular":
             raise RuntimeError(f"F.pad: negative padding in {mode} mode is not supported by symgrad")
     return apply(PAD, input, attrs=(mode, pads, 0.0))
 
