@@ -288,21 +288,6 @@ def _planned(root, gradient_node, inputs, path_and_targets):
 # ------------------------------------------------------------------ backward with hooks
 
 
-def walk_declaring(nodes, values=None) -> tuple[Walk, list]:
-    """A walk whose first inputs are ``nodes``, whatever they are (a graph cut there, or placeholders
-    a lowering gives expressions for), each once with its value from ``values``; and the index in
-    ``nodes`` of each.  Walking from its roots stops at them."""
-    walk, firsts = Walk(), []
-    for k, node in enumerate(nodes):
-        if node not in walk.index:
-            walk.index[node] = len(walk.order)
-            walk.order.append(node)
-            walk.entries.append((None, node.shape, node.dtype, node.requires_grad))
-            walk.inputs.append(None if values is None else values[k])
-            firsts.append(k)
-    return walk, firsts
-
-
 def _staged(root, seed, retain_graph, path, targets, cuts) -> None:
     """A backward that reaches hooks (symgrad.hooks), in stages: a program computes the gradient
     at the hooked node nearest the root (with the graph cut at every hooked node) and the parts of
@@ -360,7 +345,7 @@ def _hooked(functions, gradient):
 def _stage(start, weight, cuts, targets):
     """One program: the gradients of ``start`` (weighted by ``weight``) at the ``cuts`` (inputs
     here, with their values) and at the targets it reaches, by node; and the value of ``start``."""
-    walk, _ = walk_declaring(cuts, [node.value for node in cuts])
+    walk, _ = Walk.declaring(cuts, [node.value for node in cuts])
     root = walk.add(start, True)
     seed = walk.add(weight, False) if weight is not None else -1
     wanted = list(dict.fromkeys([*cuts, *[t for t in targets if t in walk.index]]))

@@ -26,6 +26,21 @@ class Walk:
         self.order, self.index, self.entries, self.inputs = [], {}, [], []
         self.floats_as_inputs = False  # lower Python floats as trailing inputs instead of numbers
 
+    @classmethod
+    def declaring(cls, nodes, values=None) -> tuple["Walk", list]:
+        """A walk whose first inputs are ``nodes``, whatever they are (a graph cut there, or
+        placeholders a lowering gives expressions for), each once with its value from ``values``;
+        and the index in ``nodes`` of each.  Walking from its roots stops at them."""
+        walk, firsts = cls(), []
+        for k, node in enumerate(nodes):
+            if node not in walk.index:
+                walk.index[node] = len(walk.order)
+                walk.order.append(node)
+                walk.entries.append((None, node.shape, node.dtype, node.requires_grad))
+                walk.inputs.append(None if values is None else values[k])
+                firsts.append(k)
+        return walk, firsts
+
     def add(self, root, through_grad: bool, to_leaves: bool = False) -> int:
         """Add ``root`` and what it needs; returns its position.  Iterative: graphs can be deep.
 

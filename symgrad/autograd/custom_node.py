@@ -18,7 +18,7 @@ from symgrad.ir.functions import StopGradient
 from symgrad.nodes import Node, grad_fn_of, lazy_leaf
 from symgrad.ops.registry import Op
 from symgrad.tensor import Tensor
-from symgrad.engine import walk_declaring
+from symgrad.tracing import Walk
 
 SYMBOLIC_BACKWARD = ("the backward of a custom autograd.Function is traced symbolically when apply() runs: it can "
                      "compute with grad_output in symgrad ops but not read its values (item(), numpy(), print)")
@@ -163,7 +163,7 @@ def custom_outputs(cls, ctx, args, detached, outputs, cotangents, returned) -> t
     (its grad_fn the context), the others detached, non-tensors as they are."""
     name = type(ctx).__name__
     arguments = [k for k, a in enumerate(args) if isinstance(a, Tensor)]
-    forward, firsts = walk_declaring([detached[k]._node for k in arguments])
+    forward, firsts = Walk.declaring([detached[k]._node for k in arguments])
     positions = tuple(forward.add(o._node, False) if isinstance(o, Tensor) else -1 for o in outputs)
     marked = {id(t._node) for t in ctx.non_differentiable if isinstance(t, Tensor)}
     differentiable = tuple(isinstance(o, Tensor) and o.dtype.is_floating_point and id(o._node) not in marked
@@ -177,7 +177,7 @@ def custom_outputs(cls, ctx, args, detached, outputs, cotangents, returned) -> t
                                                         error))
     else:
         declared = list(forward.order) + [c._node for c in cotangents if c is not None]
-        backward, _ = walk_declaring(declared)
+        backward, _ = Walk.declaring(declared)
         targets = tuple(-1 if g is None else backward.add(g, False)  # per tensor argument, as the node's inputs
                         for g, a in zip(gradients, args) if isinstance(a, Tensor))
         captured += _captured(backward, len(declared))
