@@ -35,7 +35,8 @@ class Program:
     def _symbol(self, hint: str, shape, dtype) -> sp.Symbol:
         n = self._taken[hint]
         self._taken[hint] += 1
-        sym = sp.Symbol(f"{hint}_{n}" if n or hint[-1].isdigit() else hint, real=True)
+        numbered = n or hint.rpartition("_")[2].isdigit()  # "x_1" as a hint must not meet x's second
+        sym = sp.Symbol(f"{hint}_{n}" if numbered else hint, real=True)
         self.shapes[sym] = tuple(shape)
         self.dtypes[sym] = dtype
         return sym
