@@ -498,3 +498,14 @@ def test_a_bool_mask_times_nan_is_nan(torch):
     ours, theirs = _both(torch, run)
     for a, b in zip(ours, theirs):
         _same(a, b)
+
+
+def test_lerp_takes_a_0d_weight_of_another_dtype_as_a_number(torch):
+    """Was refused (slow fuzzer): PyTorch reads a 0-d weight as a scalar, refuses other shapes."""
+    def run(T):
+        a = T.ones(2, 3, requires_grad=True)
+        out = T.lerp(a, a * 3, T.tensor(0.25, dtype=T.float64))
+        out.sum().backward()
+        return out.tolist(), str(out.dtype), type(out.grad_fn).__name__, a.grad.tolist()
+
+    assert run(symgrad) == run(torch)

@@ -115,7 +115,8 @@ def _lerp(a, b, w):
 def _refuse_lerp_dtypes(nodes):
     start = nodes[0]
     for node, role in zip(nodes[1:], ("end", "weight")):
-        if node.op is not CONST and node.dtype is not start.dtype:
+        if node.op is not CONST and node.dtype is not start.dtype and (role == "end" or node.shape):
+            # a 0-d weight is taken as a number, whatever its dtype (PyTorch's)
             raise RuntimeError(f"expected dtype {dtypes.torch_name(start.dtype).lower()} for `{role}` but got "
                                f"dtype {dtypes.torch_name(node.dtype).lower()}")
 
