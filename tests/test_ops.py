@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import symgrad
-from op_cases import cases, make_inputs, symgrad_args
+from op_cases import cases, invariant, make_inputs, symgrad_args
 from symgrad.tensor import apply
 
 CASES = list(cases())
@@ -19,7 +19,7 @@ CASES = list(cases())
 
 def _run_symgrad(op, example, values, cotangent):
     args = symgrad_args(values)
-    out = apply(op, *args, attrs=example.attrs)
+    out = invariant(apply(op, *args, attrs=example.attrs), example)
     value = np.array(out.detach())
     if out.requires_grad:
         out.backward(symgrad.tensor(cotangent, dtype=out.dtype))
@@ -38,7 +38,7 @@ def _reference_loss(op, example, values, cotangent):
         full = list(values)
         for p, v in zip(positions, diff_values):
             full[p] = v
-        return jnp.sum(op.reference(*full, *example.attrs) * cotangent)
+        return jnp.sum(invariant(op.reference(*full, *example.attrs), example) * cotangent)
 
     return loss, positions
 
@@ -62,7 +62,7 @@ def _finite_differences(loss, arrays, eps=1e-6):
 def test_gradient_matches_finite_differences_and_jax(name, op, example):
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     values = make_inputs(op, example, rng)
-    reference_value = np.asarray(op.reference(*values, *example.attrs))
+    reference_value = np.asarray(invariant(op.reference(*values, *example.attrs), example))
     cotangent = rng.standard_normal(reference_value.shape)
     out, value, grads = _run_symgrad(op, example, values, cotangent)
     assert tuple(out.shape) == reference_value.shape
@@ -86,11 +86,13 @@ def test_value_and_gradient_match_pytorch(name, op, example, torch):
     values = [v.astype(np.float32) if not np.isscalar(v) and v.dtype.kind == "f" else v for v in values]
     t_args = [v if np.isscalar(v) else torch.tensor(v, requires_grad=v.dtype.kind == "f") for v in values]
     t_attrs = [getattr(torch, a.name) if isinstance(a, symgrad.dtype) else a for a in example.attrs]
-    t_out = op.torch_fn(torch, *t_args, *t_attrs)
+    t_raw = op.torch_fn(torch, *t_args, *t_attrs)
+    t_out = invariant(t_raw, example)
     cotangent = rng.standard_normal(tuple(t_out.shape)).astype(np.float32)
     s_args = symgrad_args(values, dtype=symgrad.float32)
-    s_out = apply(op, *s_args, attrs=example.attrs)
-    assert type(s_out.grad_fn).__name__ == type(t_out.grad_fn).__name__
+    s_raw = apply(op, *s_args, attrs=example.attrs)
+    s_out = invariant(s_raw, example)
+    assert type(s_raw.grad_fn).__name__ == type(t_raw.grad_fn).__name__
     assert repr(s_out.dtype) == repr(t_out.dtype)
     np.testing.assert_allclose(np.array(s_out.detach()), t_out.detach().numpy(), rtol=2e-6, atol=2e-6)
     assert s_out.requires_grad == t_out.requires_grad

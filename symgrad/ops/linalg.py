@@ -6,6 +6,7 @@ import collections
 import math
 import warnings
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
@@ -397,7 +398,9 @@ def _singular_batches(result, A, shape):
     return found
 
 
-INV = register(Op("inv", "LinalgInvExBackward0", _infer_square("linalg.inv"), _factor(Inverse, "inv")))
+INV = register(Op("inv", "LinalgInvExBackward0", _infer_square("linalg.inv"), _factor(Inverse, "inv"),
+                  reference=jnp.linalg.inv, torch_fn=lambda t, a: t.linalg.inv(a),
+                  examples=(Example(((3, 3),)), Example(((2, 4, 4),))), domain=("invertible",)))
 
 
 @INV.publish(Names(function=("inverse",), method=("inverse",)))
@@ -417,9 +420,13 @@ def _infer_determinant(name):
     return infer
 
 
-DET = register(Op("det", "LinalgDetBackward0", _infer_determinant("linalg.det"), _factor(Det, "det")))
+DET = register(Op("det", "LinalgDetBackward0", _infer_determinant("linalg.det"), _factor(Det, "det"),
+                  reference=jnp.linalg.det, torch_fn=lambda t, a: t.linalg.det(a),
+                  examples=(Example(((3, 3),)), Example(((2, 4, 4),)), Example(((1, 1),))), domain=("invertible",)))
 SLOGDET = register(Op("slogdet", "LinalgSlogdetBackward0", _infer_determinant("linalg.slogdet"),
-                      _factor(SlogDet, "slogdet")))
+                      _factor(SlogDet, "slogdet"), reference=lambda a, part: jnp.linalg.slogdet(a)[part],
+                      torch_fn=lambda t, a, part: t.linalg.slogdet(a)[part],
+                      examples=(Example(((2, 3, 3),), (1,)), Example(((4, 4),), (1,))), domain=("invertible",)))
 SlogdetReturn, LinalgSlogdetReturn = (return_type(n, ("sign", "logabsdet")) for n in ("slogdet", "linalg_slogdet"))
 
 
@@ -474,7 +481,17 @@ def _build_solve(p, node, A, B):
     return p.reshape(X if left else p.swap_last(X), node.shape)
 
 
-SOLVE = register(Op("solve", "LinalgSolveExBackward0", _infer_solve, _build_solve))
+def _reference_solve(A, B, vector, left):
+    if vector:
+        return jnp.linalg.solve(A, B[..., None])[..., 0]
+    return jnp.linalg.solve(A, B) if left else jnp.linalg.solve(A.mT, B.mT).mT
+
+
+SOLVE = register(Op("solve", "LinalgSolveExBackward0", _infer_solve, _build_solve, reference=_reference_solve,
+                    torch_fn=lambda t, a, b, vector, left: t.linalg.solve(a, b, left=left),
+                    examples=(Example(((2, 3, 3), (3, 2)), (False, True)), Example(((3, 3), (3,)), (True, True)),
+                              Example(((2, 3, 3), (2, 3)), (True, True)), Example(((3, 3), (2, 4, 3)), (False, False))),
+                    domain=("invertible", "real")))
 
 
 def solve(A, B, *, left: bool = True):
@@ -517,8 +534,20 @@ def _build_solve_triangular(p, node, A, B):
     return triangular_solve(p, A, B, upper, left, unit)
 
 
-SOLVE_TRIANGULAR = register(Op("solve_triangular", "LinalgSolveTriangularBackward0", _infer_solve_triangular,
-                               _build_solve_triangular))
+def _reference_solve_triangular(A, B, upper, left, unit):
+    batch = jnp.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    A, B = jnp.broadcast_to(A, (*batch, *A.shape[-2:])), jnp.broadcast_to(B, (*batch, *B.shape[-2:]))
+    return jax.lax.linalg.triangular_solve(A, B, left_side=left, lower=not upper, unit_diagonal=unit)
+
+
+SOLVE_TRIANGULAR = register(Op(
+    "solve_triangular", "LinalgSolveTriangularBackward0", _infer_solve_triangular, _build_solve_triangular,
+    reference=_reference_solve_triangular,
+    torch_fn=lambda t, a, b, upper, left, unit: t.linalg.solve_triangular(a, b, upper=upper, left=left,
+                                                                           unitriangular=unit),
+    examples=(Example(((2, 3, 3), (3, 2)), (True, True, False)), Example(((3, 3), (2, 3, 2)), (False, True, True)),
+              Example(((3, 3), (2, 4, 3)), (False, False, False)), Example(((4, 4), (2, 4)), (True, False, True))),
+    domain=("invertible", "real")))
 
 
 def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: bool = False):
@@ -527,7 +556,20 @@ def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: boo
     return apply(SOLVE_TRIANGULAR, A, B, attrs=(bool(upper), bool(left), bool(unitriangular)))
 
 
-CHOLESKY = register(Op("cholesky", lambda nodes, upper, name: name, _infer_square("linalg.cholesky"), _build_cholesky))
+def _reference_cholesky(A, upper, name):
+    L = jnp.linalg.cholesky(A)  # of (A + A^T) / 2: PyTorch's gradient is the symmetric one
+    return L.mT if upper else L
+
+
+def _torch_cholesky(t, A, upper, name):
+    return t.linalg.cholesky(A, upper=upper) if name.startswith("Linalg") else t.cholesky(A, upper)
+
+
+CHOLESKY = register(Op("cholesky", lambda nodes, upper, name: name, _infer_square("linalg.cholesky"), _build_cholesky,
+                       reference=_reference_cholesky, torch_fn=_torch_cholesky,
+                       examples=(Example(((3, 3),), (False, "LinalgCholeskyExBackward0")),
+                                 Example(((2, 4, 4),), (True, "LinalgCholeskyExBackward0")),
+                                 Example(((3, 3),), (True, "CholeskyBackward0"))), domain=("spd",)))
 
 
 def _failed_minor(matrix) -> int | None:
@@ -583,7 +625,14 @@ def _infer_qr(nodes, part, mode):
     return ((*batch, m, k) if part == 0 else (*batch, k, n)), A.dtype
 
 
-QR = register(Op("qr", "LinalgQrBackward0", _infer_qr, _factor(Qr, "qr")))
+QR = register(Op("qr", "LinalgQrBackward0", _infer_qr, _factor(Qr, "qr"),
+                 reference=lambda a, part, mode: jnp.linalg.qr(a, mode=mode)[part],
+                 torch_fn=lambda t, a, part, mode: t.linalg.qr(a, mode=mode)[part],
+                 examples=(Example(((4, 3),), (0, "reduced"), up_to_sign=True),
+                           Example(((2, 4, 3),), (1, "reduced"), up_to_sign=True),
+                           Example(((3, 5),), (0, "reduced"), up_to_sign=True),
+                           Example(((2, 3, 5),), (1, "complete"), up_to_sign=True),
+                           Example(((3, 3),), (0, "complete"), up_to_sign=True)), domain=("spread",)))
 QrReturn, LinalgQrReturn = (return_type(n, ("Q", "R")) for n in ("qr", "linalg_qr"))
 
 
@@ -614,7 +663,13 @@ def _infer_eigh(nodes, part, uplo):
     return (A.shape[:-1] if part == 0 else A.shape), A.dtype
 
 
-EIGH = register(Op("eigh", "LinalgEighBackward0", _infer_eigh, _factor(Eigh, "eigh")))
+EIGH = register(Op("eigh", "LinalgEighBackward0", _infer_eigh, _factor(Eigh, "eigh"),
+                   # of (A + A^T) / 2, whose gradient is symmetric, as PyTorch's
+                   reference=lambda a, part, uplo: jnp.linalg.eigh(a, UPLO=uplo)[part],
+                   torch_fn=lambda t, a, part, uplo: t.linalg.eigh(a, UPLO=uplo)[part],
+                   examples=(Example(((2, 4, 4),), (1, "L"), up_to_sign=True), Example(((3, 3),), (0, "L")),
+                             Example(((3, 3),), (1, "U"), up_to_sign=True), Example(((2, 3, 3),), (0, "U"))),
+                   domain=("spd",)))
 
 
 def eigh_parts(A, UPLO: str = "L"):
@@ -632,7 +687,16 @@ def _infer_svd(nodes, part, full):
     return [(*batch, m, m if full else k), (*batch, k), (*batch, n if full else k, n)][part], A.dtype
 
 
-SVD = register(Op("svd", "LinalgSvdBackward0", _infer_svd, _factor(Svd, "svd")))
+SVD = register(Op("svd", "LinalgSvdBackward0", _infer_svd, _factor(Svd, "svd"),
+                  # full matrices only where the factor is the reduced one (extra columns are any basis;
+                  # jax.grad refuses them), so the reference computes the reduced SVD
+                  reference=lambda a, part, full: jnp.linalg.svd(a, full_matrices=False)[part],
+                  torch_fn=lambda t, a, part, full: t.linalg.svd(a, full_matrices=full)[part],
+                  examples=(Example(((4, 3),), (0, False), up_to_sign=True), Example(((2, 3, 5),), (1, False)),
+                            Example(((3, 5),), (2, False), up_to_sign=True),
+                            Example(((2, 5, 3),), (2, True), up_to_sign=True),
+                            Example(((3, 5),), (0, True), up_to_sign=True), Example(((4, 3),), (1, True)),
+                            Example(((2, 3, 3),), (0, False), up_to_sign=True)), domain=("spread",)))
 SvdReturn = return_type("svd", ("U", "S", "V"))
 
 

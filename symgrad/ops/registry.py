@@ -10,9 +10,11 @@ An entry says everything about its op in one place:
   SymPy and structural primitives carry their own vector-Jacobian products (symgrad.ir);
 * ``grad_fn``: the name of PyTorch's backward node (a string, or a function of the inputs);
 * ``saves``: whether PyTorch keeps tensors for the backward (a second backward then fails);
+* ``view``: whether its result is a view of its first input (in-place writes show through);
 * ``reference``: the same function in ``jax.numpy``; ``torch_fn``: the same call in PyTorch;
   ``examples``: input shapes and attributes the generic tests use; ``domain``: which values
-  each input may take ("real", "positive", "nonzero", "unit", "label");
+  each input may take ("real", "positive", "nonzero", "unit", "label", and for factorizations
+  the well-conditioned matrices "invertible", "spd", "spread");
 * ``public``: the op's public functions and the names each goes by (``Names``), added with
   ``op.publish(names)`` on the function; symgrad.namespace puts them in ``symgrad``,
   ``symgrad.nn.functional`` and on ``Tensor``.  An op with no public function is internal.
@@ -48,6 +50,7 @@ class Op:
     examples: tuple = ()
     domain: tuple = ()
     elementwise: bool = False  # its form takes numbers for arrays (constants fold); others need arrays
+    view: bool = False  # its result shares its first input's storage (symgrad.storage), as PyTorch's views
     public: list = field(default_factory=list)  # (function, Names) pairs
 
     def __repr__(self):
@@ -81,3 +84,4 @@ class Example:
     shapes: tuple
     attrs: tuple = ()
     scalars: dict = field(default_factory=dict)  # input position -> Python number
+    up_to_sign: bool = False  # vectors defined up to sign (eigh, svd, qr): tests compare out * out
