@@ -225,3 +225,31 @@ def test_solve_triangular_reads_one_triangle(kwargs, a, b, torch):
     for ours, theirs in zip(*(r[:3] for r in results)):
         np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
     assert results[0][3] == results[1][3]
+
+
+# A singular matrix, and one that is not positive-definite: eager calls raise, compiled ones cannot.
+NOT_FACTORABLE = {
+    "inv": (lambda t, a: t.linalg.inv(a).sum(), [[1.0, 2.0], [2.0, 4.0]]),
+    "solve": (lambda t, a: t.linalg.solve(a, t.ones(2, dtype=a.dtype)).sum(), [[1.0, 2.0], [2.0, 4.0]]),
+    "cholesky": (lambda t, a: t.linalg.cholesky(a).sum(), [[1.0, 2.0], [2.0, 1.0]]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_FACTORABLE))
+def test_eager_calls_raise_and_compiled_functions_return_non_finite_values(case, torch):
+    """As PyTorch, wherever values are at hand (the call, backward, torch.func.jacrev); as jax.jit,
+    in a compiled function, which never reads its inputs on the host (docs/api.md)."""
+    fn, a = NOT_FACTORABLE[case]
+    a = np.array(a)
+    for lib in (symgrad, torch):
+        for run in (lambda: fn(lib, lib.tensor(a, requires_grad=True)).backward(),
+                    lambda: lib.func.jacrev(lambda x: fn(lib, x))(lib.tensor(a))):
+            with pytest.raises(lib.linalg.LinAlgError) as raised:
+                run()
+            assert "singular" in str(raised.value) or "positive-definite" in str(raised.value)
+    value, grad = symgrad.value_and_grad(lambda x: fn(symgrad, x))(a)
+    assert not np.isfinite(value) and not np.isfinite(np.asarray(grad)).any()
+    functional = symgrad.func.grad(lambda x: fn(symgrad, x))(symgrad.tensor(a))
+    assert not np.isfinite(functional.numpy()).any()
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch.func.grad(lambda x: fn(torch, x))(torch.tensor(a))
