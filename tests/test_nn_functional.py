@@ -471,3 +471,56 @@ def test_einsum_of_two_dtypes_promotes_when_nothing_is_summed(torch):
             T.einsum("ij,j->i", a, b)
         results.append((str(r.dtype), type(r.grad_fn).__name__, str(a.grad.dtype), b.grad.tolist()))
     assert results[0] == results[1]
+
+
+# -------------------------------------------------------------------------------------- speed
+
+
+def _conv_step(T, x, idx, w1, w2, b):
+    """A step users write in a loop: a batch taken by index, two convolutions joined by cat, a
+    loss, backward and SGD."""
+    features = T.cat([F(T).conv2d(x[idx], w1, b, padding=1), F(T).conv2d(x[idx], w2, stride=1, padding=1)], 1)
+    loss = (features.tanh() ** 2).mean()
+    loss.backward()
+    with T.no_grad():
+        for p in (w1, w2, b):
+            p -= 0.1 * p.grad
+            p.grad.zero_()
+    return loss, features
+
+
+def _backward_graph(grad_fn):
+    """The grad_fn names reachable from ``grad_fn``, depth first, as PyTorch's graph has them."""
+    names, stack = [], [grad_fn]
+    while stack:
+        node = stack.pop()
+        names.append(type(node).__name__)
+        stack.extend(n for n, _ in reversed(node.next_functions) if n is not None)
+    return names
+
+
+def test_indexing_cat_and_conv2d_in_a_loop_record_one_node_each_and_compile_once(torch):
+    """PyTorch's backward graph node for node (CatBackward0 over two ConvolutionBackward0 over
+    IndexBackward0: no op expands into several), the same losses, and no compile after warm-up
+    while each step indexes with new values."""
+    import codegen
+    from codegen import deferred
+
+    x, w1, w2, b = normal(8, 3, 5, 5), normal(2, 3, 3, 3), normal(2, 3, 3, 3), normal(2)
+    batches = [labels(8, 4) for _ in range(13)]
+    losses, graphs = {}, {}
+    for T in (symgrad, torch):
+        params = [T.tensor(v, requires_grad=True) for v in (w1, w2, b)]
+        inputs = T.tensor(x, requires_grad=True)
+        losses[T] = []
+        for step, idx in enumerate(batches):
+            if step == 3:
+                compiled = codegen.stats.compiles, deferred.stats.fused_compiles
+            loss, features = _conv_step(T, inputs, T.tensor(idx), *params)
+            losses[T].append(loss.item())
+        graphs[T] = _backward_graph(features.grad_fn)
+        if T is symgrad:
+            assert (codegen.stats.compiles, deferred.stats.fused_compiles) == compiled
+    assert graphs[symgrad] == graphs[torch]
+    assert graphs[torch].count("IndexBackward0") == 2 and graphs[torch][0] == "CatBackward0"
+    np.testing.assert_allclose(losses[symgrad], losses[torch], rtol=2e-5)
