@@ -322,6 +322,13 @@ for reduction in ("mean", "sum", "none"):
         f"cosine_embedding_loss {reduction}": (
             lambda T, a, b, y, r=reduction: F(T).cosine_embedding_loss(a, b, y, 0.2, reduction=r),
             [normal(4, 3), normal(4, 3), np.float32([1, -1, 1, -1])]),
+        f"l1_loss weight {reduction}": (lambda T, x, t, w, r=reduction: F(T).l1_loss(x, t, reduction=r, weight=w),
+                                        [normal(2, 3), normal(2, 3), UNIT]),
+        f"mse_loss weight {reduction}": (lambda T, x, t, w, r=reduction: F(T).mse_loss(x, t, reduction=r, weight=w),
+                                         [normal(2, 3), normal(2, 3), UNIT]),
+        f"huber_loss weight {reduction}": (
+            lambda T, x, t, w, r=reduction: F(T).huber_loss(x, t, reduction=r, delta=0.5, weight=w),
+            [normal(2, 3), normal(2, 3), UNIT]),
         f"triplet_margin_loss {reduction}": (
             lambda T, a, p, n, r=reduction: F(T).triplet_margin_loss(a, p, n, reduction=r),
             [normal(3, 4), normal(3, 4), normal(3, 4)]),
@@ -346,6 +353,18 @@ LOSSES.update({
                                [UNIT * 2, np.float32([[0.0, 1.0, 2.0], [3.0, 1.0, 0.0]])]),
     "triplet_margin_loss swap p=1": (lambda T, a, p, n: F(T).triplet_margin_loss(a, p, n, margin=2.0, p=1, swap=True),
                                      [normal(3, 4), normal(3, 4), normal(3, 4)]),
+    "l1_loss weight broadcast target": (lambda T, x, t, w: F(T).l1_loss(x, t, weight=w),
+                                        [normal(2, 3), normal(3), UNIT]),
+    # PyTorch's deprecated size_average and reduce (with its warning) decide the reduction
+    "mse_loss size_average=False": (lambda T, x, t: F(T).mse_loss(x, t, size_average=False), [normal(2, 3), normal(2, 3)]),
+    "l1_loss reduce=False": (lambda T, x, t: F(T).l1_loss(x, t, reduce=False), [normal(2, 3), normal(2, 3)]),
+    "smooth_l1_loss both": (lambda T, x, t: F(T).smooth_l1_loss(x, t, True, True), [normal(2, 3), normal(2, 3)]),
+    "cross_entropy size_average=False": (lambda T, x, t: F(T).cross_entropy(x, t, size_average=False),
+                                         [LOGITS, CLASSES]),
+    "nll_loss reduce=False": (lambda T, x, t: F(T).nll_loss(x, t, reduce=False), [LOGITS, CLASSES]),
+    "kl_div size_average=False": (lambda T, x, t: F(T).kl_div(x, t, size_average=False), [normal(2, 3), UNIT]),
+    "triplet_margin_loss reduce=False": (lambda T, a, p, n: F(T).triplet_margin_loss(a, p, n, reduce=False),
+                                         [normal(3, 4), normal(3, 4), normal(3, 4)]),
     "cosine_embedding_loss 1-d": (lambda T, a, b, y: F(T).cosine_embedding_loss(a, b, y),
                                   [normal(3), normal(3), np.float32(-1)]),
 })
@@ -417,6 +436,11 @@ ERRORS = {
         T.zeros(3), T.ones(3), pos_weight=T.ones(3, requires_grad=True)),
     "label_smoothing range": lambda T: F(T).cross_entropy(T.zeros(2, 3), T.tensor([0, 1]), label_smoothing=1.5),
     "triplet margin": lambda T: F(T).triplet_margin_loss(T.ones(2, 3), T.ones(2, 3), T.ones(2, 3), margin=0.0),
+    "l1_loss weight size": lambda T: F(T).l1_loss(T.ones(2, 3), T.ones(2, 3), weight=T.ones(3)),
+    "mse_loss weight reduction": lambda T: F(T).mse_loss(T.ones(2, 3), T.ones(2, 3), reduction="avg",
+                                                         weight=T.ones(2, 3)),
+    "huber_loss weight reduction": lambda T: F(T).huber_loss(T.ones(3), T.ones(3), reduction="avg", weight=T.ones(3)),
+    "l1_loss reduction": lambda T: F(T).l1_loss(T.ones(3), T.ones(3), reduction="avg"),
 }
 
 
@@ -524,3 +548,15 @@ def test_indexing_cat_and_conv2d_in_a_loop_record_one_node_each_and_compile_once
     assert graphs[symgrad] == graphs[torch]
     assert graphs[torch].count("IndexBackward0") == 2 and graphs[torch][0] == "CatBackward0"
     np.testing.assert_allclose(losses[symgrad], losses[torch], rtol=2e-5)
+
+
+@pytest.mark.parametrize("make", [lambda T: F(T).mse_loss(T.ones(2), T.zeros(2), reduce=False),
+                                  lambda T: T.nn.L1Loss(size_average=False)(T.ones(2), T.zeros(2))])
+def test_legacy_reduction_arguments_warn_as_pytorch(torch, make):
+    for T in (torch, symgrad):
+        with pytest.warns(UserWarning, match=r"size_average and reduce args will be deprecated") as caught:
+            make(T)
+        messages = [str(w.message) for w in caught]
+        if T is torch:
+            theirs = messages
+    assert messages == theirs

@@ -243,6 +243,18 @@ NLL_WEIGHTED = register(Op(
     "nll_loss_weighted", NLL.grad_fn, lambda nodes, *attrs: _infer_nll(nodes[:2], *attrs), _nll))
 
 
+def legacy_reduction(size_average, reduce, reduction: str) -> str:
+    """PyTorch's deprecated ``size_average`` and ``reduce``: given, they decide the reduction (with
+    PyTorch's warning)."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduction = "none" if reduce is not None and not reduce else "mean" if size_average else "sum"
+    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{reduction}' instead.",
+                  UserWarning, stacklevel=3)
+    return reduction
+
+
 def _reduction(reduction):
     if reduction not in REDUCTIONS:
         raise ValueError(f"{reduction} is not a valid value for reduction")
@@ -261,8 +273,7 @@ def _unsupported(name, **options):
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
-    if size_average is not None or reduce is not None:
-        _unsupported("binary_cross_entropy_with_logits", size_average=size_average, reduce=reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _same_size(input, target)
     reduction = _reduction(reduction)
     if weight is None and pos_weight is None:
@@ -274,8 +285,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
-    if size_average is not None or reduce is not None:
-        _unsupported("binary_cross_entropy", size_average=size_average, reduce=reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _same_size(input, target)
     if target.dtype is not input.dtype:
         raise RuntimeError(f"Found dtype {dtypes.torch_name(target.dtype)} but expected {dtypes.torch_name(input.dtype)}")
@@ -289,11 +299,25 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return apply(BCE_WEIGHTED, input, target, weight, attrs=(_reduction(reduction),))
 
 
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    if size_average is not None or reduce is not None:
-        _unsupported("mse_loss", size_average=size_average, reduce=reduce)
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _same_shape_warning(input, target)
+    if weight is not None:
+        return _weighted((input - target) ** 2, weight, input, reduction, by_weights=True)
     return apply(MSE, input, target, attrs=(_reduction(reduction),))
+
+
+def _weighted(errors, weight, input, reduction, by_weights):
+    """PyTorch's weighted regression losses: each error times its weight (one per input element);
+    their mean divides by the weights' sum (``by_weights``: l1, mse) or by their number (huber)."""
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    weighted = errors * weight
+    if reduction == "mean" and by_weights:
+        return weighted.sum() / weight.sum()
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', 'sum'.")
+    return _reduced(weighted, reduction)
 
 
 def _same_shape_warning(input, target):
@@ -303,18 +327,18 @@ def _same_shape_warning(input, target):
                       "Please ensure they have the same size.", UserWarning, stacklevel=3)
 
 
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """|input - target| reduced, composed as PyTorch composes it (MeanBackward0, SumBackward0)."""
-    if size_average is not None or reduce is not None:
-        _unsupported("l1_loss", size_average=size_average, reduce=reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _same_shape_warning(input, target)
     errors = (input - target).abs()
-    return {"mean": errors.mean, "sum": errors.sum, "none": lambda: errors}[_reduction(reduction)]()
+    if weight is not None:
+        return _weighted(errors, weight, input, reduction, by_weights=True)
+    return _reduced(errors, reduction)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
-    if size_average is not None or reduce is not None:
-        _unsupported("smooth_l1_loss", size_average=size_average, reduce=reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     if beta == 0:  # PyTorch's too: the L1 loss
@@ -324,11 +348,12 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
-    if weight is not None:
-        _unsupported("huber_loss", weight=weight)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     _same_shape_warning(input, target)
+    if weight is not None:
+        return _weighted(apply(HUBER, input, target, attrs=("none", float(delta))), weight, input, reduction,
+                         by_weights=False)
     return apply(HUBER, input, target, attrs=(_reduction(reduction), float(delta)))
 
 
@@ -360,8 +385,7 @@ def _softmax(op, input, dim, dtype):
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
-    if size_average is not None or reduce is not None:
-        _unsupported("nll_loss", size_average=size_average, reduce=reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     classes = input.shape[_class_axis(input.shape)] if input.ndim else 0
     _check_labels(target, classes, ignore_index)
     attrs = (_reduction(reduction), int(ignore_index))
@@ -387,8 +411,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduction="mean", label_smoothing=0.0):
     """log_softmax then nll_loss; class probabilities and label smoothing composed as PyTorch
     composes them (their grad_fns are the last op's)."""
-    if size_average is not None or reduce is not None:
-        _unsupported("cross_entropy", size_average=size_average, reduce=reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     axis = _class_axis(input.shape)
@@ -734,8 +757,8 @@ def _reduced(loss, reduction):
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """target (log target - input), pointwise, as PyTorch writes it (xlogy: 0 where target is 0)."""
     if size_average is not None or reduce is not None:
-        _unsupported("kl_div", size_average=size_average, reduce=reduce)
-    if reduction == "mean":
+        reduction = legacy_reduction(size_average, reduce, reduction)
+    elif reduction == "mean":
         warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
                       "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
                       "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
@@ -751,8 +774,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
                      reduction="mean"):
-    if size_average is not None or reduce is not None:
-        _unsupported("poisson_nll_loss", size_average=size_average, reduce=reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _reduction(reduction)
     loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
     if full:  # Stirling's term, where target > 1
@@ -762,8 +784,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
 
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
-    if size_average is not None or reduce is not None:
-        _unsupported("margin_ranking_loss", size_average=size_average, reduce=reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if not input1.ndim == input2.ndim == target.ndim:
         raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
                            f"input1: {input1.shape}, input2: {input2.shape}, target: {target.shape} ")
@@ -777,8 +798,7 @@ def _clamp_min(input, min):
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     """1 - cos where target is 1, max(cos - margin, 0) where it is -1, cos with PyTorch's 1e-12
     added to each squared magnitude."""
-    if size_average is not None or reduce is not None:
-        _unsupported("cosine_embedding_loss", size_average=size_average, reduce=reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if input1.shape != input2.shape:
         raise RuntimeError(f"cosine_embedding_loss : All input tensors should have same dimension but got sizes: "
                            f"input1: {input1.shape}, input2: {input2.shape}, target: {target.shape} ")
@@ -798,8 +818,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
                         reduce=None, reduction="mean"):
-    if size_average is not None or reduce is not None:
-        _unsupported("triplet_margin_loss", size_average=size_average, reduce=reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if margin <= 0:
         raise ValueError(f"margin must be greater than 0, got {margin}")
     positive_distance = pairwise_distance(anchor, positive, p, eps)

@@ -2,8 +2,6 @@
 rest), printed as PyTorch prints them."""
 from __future__ import annotations
 
-import warnings
-
 from symgrad.nn import functional as F
 from symgrad.nn.module import Module
 
@@ -11,18 +9,7 @@ from symgrad.nn.module import Module
 class _Loss(Module):
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__()
-        if size_average is not None or reduce is not None:  # PyTorch's legacy arguments, as it maps them
-            warnings.warn("size_average and reduce args will be deprecated, please use reduction='"
-                          f"{_legacy_reduction(size_average, reduce)}' instead.", UserWarning, stacklevel=3)
-            reduction = _legacy_reduction(size_average, reduce)
-        self.reduction = reduction
-
-
-def _legacy_reduction(size_average, reduce) -> str:
-    size_average = True if size_average is None else size_average
-    if reduce is None or reduce:
-        return "mean" if size_average else "sum"
-    return "none"
+        self.reduction = F.legacy_reduction(size_average, reduce, reduction)
 
 
 class MSELoss(_Loss):
