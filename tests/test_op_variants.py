@@ -74,6 +74,47 @@ def test_floor_divide_values_and_refused_gradient(torch):
     np.testing.assert_array_equal(ours[4], theirs[4])
 
 
+def test_remainder_of_a_number_refuses_its_gradient_and_remainder_in_place(torch):
+    """``2.0 % x`` (``__rmod__``) and ``torch.remainder(2.0, x)``: PyTorch's NotImplemented node;
+    ``x %= d`` writes into x."""
+    a = np.array([0.7, -1.3, 2.5, -4.0])
+    outcomes = []
+    for lib in (symgrad, torch):
+        y = lib.tensor(a, requires_grad=True)
+        values = [2.0 % y, lib.remainder(-3.0, y), y % 0.75]
+        with pytest.raises(RuntimeError) as refused:
+            values[0].sum().backward()
+        w = lib.tensor(a)
+        alias = w
+        w %= 0.75
+        outcomes.append(([v.detach().numpy() for v in values], [type(v.grad_fn).__name__ for v in values],
+                         str(refused.value), alias is w, w.numpy()))
+    ours, theirs = outcomes
+    for o, t in zip(ours[0], theirs[0]):
+        np.testing.assert_allclose(o, t, rtol=1e-12)
+    assert ours[1:4] == theirs[1:4]
+    np.testing.assert_allclose(ours[4], theirs[4], rtol=1e-12)
+
+
+def test_round_to_decimals_as_function_method_and_in_place(torch):
+    a = np.array([0.125, -2.5, 1234.5678, 0.35, -0.05])
+    outcomes = []
+    for lib in (symgrad, torch):
+        x = lib.tensor(a, requires_grad=True)
+        values = [x.round(decimals=2), lib.round(x, decimals=-1), lib.round(x, decimals=0), x.round()]
+        sum(v.sum() for v in values).backward()
+        q = lib.tensor(a)
+        q.round_(decimals=1)
+        with pytest.raises(NotImplementedError) as refused:
+            lib.round(lib.tensor([1, 2]), decimals=1)
+        outcomes.append(([v.detach().numpy() for v in values] + [q.numpy(), x.grad.numpy()],
+                         [type(v.grad_fn).__name__ for v in values], str(refused.value)))
+    ours, theirs = outcomes
+    for o, t in zip(ours[0], theirs[0]):  # XLA's vectorized division may differ in the last bit (docs/api.md)
+        np.testing.assert_allclose(o, t, rtol=1e-15, atol=0)
+    assert ours[1:] == theirs[1:]
+
+
 @pytest.mark.parametrize("fn", [lambda t: t.tensor([1]) // 0, lambda t: t.tensor([1]) // t.tensor([0]),
                                 lambda t: t.tensor([True]) // t.tensor([True])])
 def test_floor_divide_errors(fn, torch):

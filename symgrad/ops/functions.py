@@ -11,9 +11,11 @@ import sympy as sp
 from sympy.codegen.cfunctions import exp2, expm1, log1p, log2, log10
 
 from symgrad import dtypes, ir
+from symgrad.ir import ieee
+from symgrad.ir.refused import Underivable
 from symgrad.nodes import CONST
-from symgrad.ops.elementwise import BINARY, elementwise, public_names, refuse_kernel
-from symgrad.ops.registry import Example, Names
+from symgrad.ops.elementwise import BINARY, elementwise, infer_elementwise, public_names, refuse_kernel
+from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import Tensor, apply
 
 POSITIVE = ("positive",)
@@ -44,12 +46,40 @@ FLOOR = elementwise("floor", "FloorBackward0", ir.floor, reference=jnp.floor, to
 CEIL = elementwise("ceil", "CeilBackward0", ir.ceil, reference=jnp.ceil, torch_fn=lambda t, a: t.ceil(a),
                    refuse=refuse_kernel("ceil_vml_cpu", dtypes.BOOLEAN), examples=ROUNDED, names=public_names("ceil"))
 ROUND = elementwise("round", "RoundBackward0", ir.rint, reference=jnp.round, torch_fn=lambda t, a: t.round(a),
-                    refuse=refuse_kernel("round_vml_cpu", dtypes.BOOLEAN), examples=ROUNDED, names=public_names("round"))
+                    refuse=refuse_kernel("round_vml_cpu", dtypes.BOOLEAN), examples=ROUNDED)
 TRUNC = elementwise("trunc", "TruncBackward0", ir.trunc, reference=jnp.trunc, torch_fn=lambda t, a: t.trunc(a),
                     refuse=refuse_kernel("trunc_vml_cpu", dtypes.BOOLEAN), examples=ROUNDED, names=public_names("trunc"))
 FRAC = elementwise("frac", "FracBackward0", lambda a: a - ir.trunc(a), reference=lambda a: a - jnp.trunc(a),
                    torch_fn=lambda t, a: t.frac(a), refuse=refuse_kernel("frac_cpu", dtypes.BOOLEAN, dtypes.INTEGER),
                    examples=ROUNDED, names=public_names("frac"))
+
+
+def _scaled(x, decimals, rounded):
+    """PyTorch's rounding to ``decimals``: ``rint(x * 10^d) / 10^d``, for negative d ``rint(x / 10^-d) * 10^-d``."""
+    scale = 10.0 ** abs(decimals)
+    return rounded(x * scale) / scale if decimals >= 0 else rounded(x / scale) * scale
+
+
+def _infer_round_decimals(nodes, decimals):
+    refuse_kernel("round_cpu", dtypes.BOOLEAN, dtypes.INTEGER)(nodes)
+    return infer_elementwise(nodes)
+
+
+ROUND_DECIMALS = register(Op(
+    "round_decimals", "RoundBackward1", _infer_round_decimals,
+    lambda p, node, a: p.assign(ieee.unevaluated(lambda x: _scaled(x, node.attrs[0], ir.rint), a), node.shape,
+                                node.dtype.name, "round"),
+    reference=lambda a, decimals: _scaled(a, decimals, jnp.round),
+    torch_fn=lambda t, a, decimals: t.round(a, decimals=decimals),
+    examples=(Example(((3, 4),), (1,)), Example(((5,),), (-1,)), Example(((),), (0,)))))
+
+
+@ROUND.publish(public_names("round"))
+def round(input, *, decimals=None):
+    """``torch.round``: half to even; given ``decimals`` (even 0), PyTorch's scaled kernel (RoundBackward1)."""
+    if decimals is None:
+        return apply(ROUND, input)
+    return apply(ROUND_DECIMALS, input, attrs=(int(decimals),))
 
 
 @SIGN.publish(public_names("sign"))
@@ -71,8 +101,22 @@ def _remainder_name(nodes):
 REMAINDER = elementwise("remainder", _remainder_name, ir.remainder, reference=jnp.remainder,
                         refuse=lambda nodes: _refuse_bool_kernel("remainder_cpu", nodes),
                         torch_fn=lambda t, a, b: t.remainder(a, b), domain=("real", "nonzero"),
-                        examples=BINARY[:3] + (Example(((5,), ()), scalars={1: 1.5}),),
-                        names=public_names("remainder", "__mod__"))
+                        examples=BINARY[:3] + (Example(((5,), ()), scalars={1: 1.5}),))
+
+
+def _build_remainder_of_number(p, node, a, b):
+    """A number's remainder by a tensor, whose derivative PyTorch does not implement (NotImplemented)."""
+    value = REMAINDER.build(p, node, a, b)
+    return p.assign(Underivable(value, sp.Symbol("remainder")), node.shape, node.dtype.name, "remainder")
+
+
+REMAINDER_OF_NUMBER = register(Op("remainder_of_number", "NotImplemented", REMAINDER.infer, _build_remainder_of_number))
+
+
+@REMAINDER.publish(Names(function=("remainder",), method=("remainder", "__mod__"), reflected=("__rmod__",),
+                         inplace=("remainder_", "__imod__")))
+def remainder(input, other):
+    return apply(REMAINDER if isinstance(input, Tensor) else REMAINDER_OF_NUMBER, input, other)
 
 
 def _clamp_name(nodes):
