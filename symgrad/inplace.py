@@ -2,29 +2,120 @@
 
 A tensor is mutable only in which node it points at (symgrad.tensor): an in-place op records
 its result out of place and moves the tensor to it.  Without history the new values replace the
-old ones lazily; a tensor with history keeps its gradient path (``KEEP_HISTORY``); a view made by
-``.data`` writes through to its base.
+old ones lazily; a tensor with history keeps its gradient path (``KEEP_HISTORY``).  Every write
+goes through ``assign``, which counts it (the version counter) and shows it to every tensor that
+shares the storage (symgrad.storage): up through the views it was made from, to the base, and
+down again to the base's other views.
 """
 from __future__ import annotations
 
 from symgrad.grad_mode import _state as _grad_state
-from symgrad.grad_mode import is_grad_enabled
+from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad.kinds import exactly
 from symgrad.nodes import LEAF, Node, constant, lazy_leaf
 from symgrad.ops.elementwise import FILL, KEEP_HISTORY
 from symgrad.ops.shape import COPY_OVER, copy, expand, to_dtype
+from symgrad.ops.views import VIEW_OF, WRITE_BACK
+from symgrad.storage import DATA, DETACH, mark, storage_of, viewed
 from symgrad.tensor import Tensor, record
+
+
+def _values(old: Node, values: Node) -> Node:
+    """The node of a tensor that was ``old`` and takes ``values`` (without history): its own
+    history, if any, stays."""
+    if old.requires_grad and old.op is not LEAF:
+        return Node(KEEP_HISTORY, (old, values), (), old.shape, old.dtype, True)
+    return lazy_leaf(values, requires_grad=old.requires_grad)
 
 
 def write_values(tensor: Tensor, values: Node) -> None:
     """``tensor`` takes ``values`` (computed without history); its own history, if any, stays."""
-    node = tensor._node
-    if node.requires_grad and node.op is not LEAF:
-        tensor._rebind(Node(KEEP_HISTORY, (node, values), (), node.shape, node.dtype, True))
-    else:
-        tensor._rebind(lazy_leaf(values, requires_grad=node.requires_grad))
-    if tensor._base is not None:
-        write_values(tensor._base, lazy_leaf(values))
+    assign(tensor, _values(tensor._node, values))
+
+
+def assign(tensor: Tensor, node: Node) -> None:
+    """``tensor`` takes ``node``, its new values: the old ones are marked for the version counter,
+    and the tensors sharing its storage see the write."""
+    storage = storage_of(tensor)
+    mark(tensor, tensor._node, node)
+    tensor._rebind(node)
+    if len(storage.members) > 1:
+        ancestors = {id(parent) for parent in _write_up(tensor)}
+        for member in storage.live():
+            if member._view is not None and id(member) not in ancestors:
+                _refresh(member)
+    storage.version += 1
+
+
+def _write_up(tensor: Tensor) -> list:
+    """Write a view's new values into what it was made from, and so on up to the base; the
+    tensors written.  Through a detach (or without grad mode) only values move."""
+    written, child, history = [], tensor, _grad_state.enabled
+    while child._view is not None:
+        parent, step, _ = child._view
+        old = parent._node
+        if step in (DETACH, DATA):
+            history = False
+            new = _values(old, lazy_leaf(child._node))
+        elif history:
+            new = record(WRITE_BACK, (old, child._node), step)
+            new = new if new.requires_grad else _values(old, new)
+        else:
+            with no_grad():
+                new = _values(old, record(WRITE_BACK, (old, child._node), step))
+        if step is not DATA:
+            mark(parent, old)
+        parent._rebind(new)
+        written.append(parent)
+        child = parent
+    return written
+
+
+def _refresh(member: Tensor) -> None:
+    """A view made again from its parent's new node, in the grad mode it was made in."""
+    parent, step, made_with_grad = member._view
+    old = member._node
+    mark(member, old)
+    if step in (DETACH, DATA):
+        member._rebind(_values(old, lazy_leaf(parent._node)))
+        return
+    previous, _grad_state.enabled = _grad_state.enabled, made_with_grad
+    try:
+        member._rebind(record(VIEW_OF, (parent._node,), step))
+    finally:
+        _grad_state.enabled = previous
+
+
+def check_writable(tensor: Tensor, name: str) -> None:
+    """PyTorch's refusals of an in-place write into a view, made before anything is recorded."""
+    child, grad = tensor, _grad_state.enabled
+    while child._view is not None:
+        parent, step, made_with_grad = child._view
+        if step in (DETACH, DATA):
+            return
+        op, attrs = step
+        if op.name == "expand" and any(n > 1 and (i < len(attrs[0]) - parent.ndim or parent.shape[
+                i - len(attrs[0]) + parent.ndim] == 1) for i, n in enumerate(attrs[0])):
+            raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                               "single memory location. Please clone() the tensor before performing the operation.")
+        if grad and op.name == "piece" and child._node.requires_grad:
+            fn = attrs[3].removesuffix("Backward0")
+            raise RuntimeError(f"Output {attrs[2]} of {fn} is a view and is being modified inplace. This view is "
+                               f"the output of a function that returns multiple views. Such functions do not allow "
+                               f"the output views to be modified inplace. You should replace the inplace operation "
+                               f"by an out-of-place one. [{name}]")
+        if grad and not made_with_grad and parent._node.requires_grad:
+            raise RuntimeError(NO_GRAD_VIEW)
+        child = parent
+    if grad and child is not tensor and child._node.requires_grad and child._node.op is LEAF:
+        raise RuntimeError(f"a view of a leaf Variable that requires grad is being used in an in-place operation. "
+                           f"[{name} on shape {tuple(tensor.shape)}]")
+
+
+NO_GRAD_VIEW = ("A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that "
+                "this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both "
+                "the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
+                "tracked) or both outside (if you want the inplace to be tracked).")
 
 
 def apply_inplace(tensor: Tensor, name: str, compute) -> Tensor:
@@ -32,6 +123,7 @@ def apply_inplace(tensor: Tensor, name: str, compute) -> Tensor:
     ``tensor`` moves to it (cast back to its dtype; PyTorch's errors for a wider dtype or a shape
     that broadcasting changed, and for a leaf that requires grad under grad mode)."""
     node = tensor._node
+    check_writable(tensor, name)
     if node.requires_grad and node.op is LEAF and _grad_state.enabled:
         raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation "
                            f"({name} on shape {tuple(node.shape)}, {node.dtype}); wrap it in "
@@ -46,9 +138,7 @@ def apply_inplace(tensor: Tensor, name: str, compute) -> Tensor:
         raise RuntimeError(f"output with shape {list(node.shape)} doesn't match the broadcast shape "
                            f"{list(result.shape)} [{name}]")
     if result.requires_grad:
-        tensor._rebind(result)
-        if tensor._base is not None:
-            write_values(tensor._base, lazy_leaf(result))
+        assign(tensor, result)
     else:
         write_values(tensor, result)
     return tensor
@@ -60,10 +150,11 @@ def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
     Under grad mode a tensor with history records the fill (its gradient is zero), as PyTorch.
     """
     node = tensor._node
+    check_writable(tensor, name)
     if is_grad_enabled() and node.requires_grad:
         if node.op is LEAF:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-        tensor._rebind(Node(FILL, (node,), (exactly(value), name), node.shape, node.dtype, True))  # -0.0 is not 0.0
+        assign(tensor, Node(FILL, (node,), (exactly(value), name), node.shape, node.dtype, True))  # -0.0 is not 0.0
         return tensor
     write_values(tensor, constant(value, node.shape, node.dtype))
     return tensor
@@ -72,29 +163,29 @@ def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
 def copy_(tensor: Tensor, src: Tensor) -> Tensor:
     """``copy_``: the tensor takes src's values (and, under grad mode, its history)."""
     node = tensor._node
+    check_writable(tensor, "copy_")
     if is_grad_enabled() and node.requires_grad and node.is_leaf:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     if tuple(src.shape) != tuple(tensor.shape):
         src = expand(src, *tensor.shape)
     new = copy(to_dtype(src, tensor.dtype))._node
     if new.requires_grad:
-        tensor._rebind(new)
+        assign(tensor, new)
     elif is_grad_enabled() and node.requires_grad:  # recorded: the old values' history gets no gradient
-        tensor._rebind(record(COPY_OVER, (node, new)))
+        assign(tensor, record(COPY_OVER, (node, new)))
     else:
         write_values(tensor, new)
     return tensor
 
 
 def _data(tensor: Tensor) -> Tensor:
-    """The values without history; in-place changes to it change the tensor (as PyTorch's view)."""
-    view = tensor.detach()
-    view._base = tensor
-    return view
+    """The values without history, sharing the storage (writes through it are not counted)."""
+    return viewed(tensor, Tensor(lazy_leaf(tensor._node)), DATA)
 
 
 def _set_data(tensor: Tensor, value: Tensor) -> None:
-    write_values(tensor, lazy_leaf(value._node))
+    """``x.data = y``: x takes y's values; as in PyTorch, x's views keep the old storage."""
+    tensor._rebind(_values(tensor._node, lazy_leaf(value._node)))
 
 
 data = property(_data, _set_data)

@@ -23,7 +23,7 @@ from symgrad.ops.registry import Op
 class Node:
     __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "requires_grad", "value", "owner",
                  "freed", "grad_fn_object", "retains_grad", "kind", "args", "pending", "born", "unkinded",
-                 "__weakref__")
+                 "written", "__weakref__")
 
     def __init__(self, op: Op, inputs: tuple, attrs: tuple, shape: tuple, dtype, requires_grad: bool,
                  value=None, kind=False, args=None, pending=None):
@@ -33,6 +33,7 @@ class Node:
         self.requires_grad, self.value = requires_grad, value
         self.owner = self.grad_fn_object = None  # owner: weakref to the Tensor whose .grad this feeds
         self.freed = self.retains_grad = False
+        self.written = None  # (storage, version, tensor) once an in-place write replaced these values
         self.born = _programs_run
         if kind is False:
             kind, args, pending = _describe(self)

@@ -15,7 +15,7 @@ import numpy as np
 
 import jax.numpy as jnp
 
-from symgrad import dtypes, engine, kinds
+from symgrad import dtypes, engine, kinds, storage
 from symgrad.formatting import format_tensor
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled
@@ -25,15 +25,15 @@ from symgrad.tracing import gradient_path
 
 
 class Tensor:
-    __slots__ = ("_node", "_grad", "_base", "_hooks", "__weakref__")  # _hooks: unset until one is registered
+    # _hooks: unset until one is registered; _view, _storage: see symgrad.storage
+    __slots__ = ("_node", "_grad", "_view", "_storage", "_hooks", "__weakref__")
     __array_priority__ = 1000  # numpy defers to us: np.float32(0.1) * t is a Tensor, as in PyTorch
 
     def __init__(self, node: Node = None, *sizes):
         if node.__class__ is not Node:  # torch.Tensor(data) or torch.Tensor(2, 3), PyTorch's legacy spelling
             node = legacy_leaf(dtypes.get_default_dtype(), () if node is None else (node, *sizes))
         self._node = node
-        self._grad = None
-        self._base = None  # the tensor whose .data this is: in-place changes write through to it
+        self._grad = self._view = self._storage = None
         if node.requires_grad and node.op is LEAF:
             node.owner = weakref.ref(self)
 
@@ -102,12 +102,22 @@ class Tensor:
         return self._node.retains_grad
 
     def detach(self) -> "Tensor":
-        """A leaf that shares this tensor's value and records no history."""
-        return Tensor(lazy_leaf(self._node))
+        """A leaf that shares this tensor's storage and records no history."""
+        return storage.viewed(self, Tensor(lazy_leaf(self._node)), storage.DETACH)
 
     def detach_(self) -> "Tensor":
         self._rebind(lazy_leaf(self._node))
         return self
+
+    @property
+    def _base(self):
+        """The tensor a view was made from (through views only), as PyTorch's ``_base``."""
+        return storage.root_of(self)
+
+    @property
+    def _version(self) -> int:
+        """How many in-place writes its storage has had."""
+        return 0 if self._storage is None else self._storage.version
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         root = self._node
@@ -320,6 +330,8 @@ def apply(op, *args, attrs: tuple = ()) -> Tensor:
         nodes = (args[0]._node,)
     else:
         nodes = tuple([a._node if a.__class__ is Tensor else as_node(a) for a in args])
+    if op.view:
+        return storage.viewed(args[0], Tensor(record(op, nodes, attrs)), (op, attrs))
     return Tensor(record(op, nodes, attrs))
 
 

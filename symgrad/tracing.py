@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from symgrad import dtypes
+from symgrad import dtypes, storage
 from symgrad.autodiff import reverse_mode
 from symgrad.ir import Program
 from symgrad.nodes import CONST, LEAF, is_zero_fill, owners_of, priority
@@ -261,4 +261,6 @@ def gradient_path(root, inputs=None):
     if inputs is not None:
         chosen = {t._node for t in inputs}
         targets = [t for t in targets if t in chosen]
+    if storage.marks[0]:
+        storage.check_saved(path)
     return path, targets

@@ -74,10 +74,6 @@ def _after(tag, *others):
 ROUNDING = ("floor", "ceil", "round", "trunc", "sign")
 KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
     # storage and autograd bookkeeping
-    "no shared storage": ("views, detach() and .data copy: in-place writes are not seen through them, "
-                          "PyTorch's view+in-place errors do not fire", _tagged("aliased")),
-    "no version counter": ("a saved tensor changed in place: PyTorch's backward raises, symgrad's uses the saved value",
-                           _raised("modified by an inplace operation")),
     "no_grad views require grad": ("a view made under no_grad of x that requires grad: PyTorch's requires grad, "
                                    "symgrad's not", _tagged("no_grad requires grad")),
     "PyTorch returns the input itself": ("flatten(d, d) returns x itself in PyTorch; symgrad records a view "

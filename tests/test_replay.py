@@ -1391,9 +1391,7 @@ def data_writes_on_parameters(T):
     return rec
 
 
-@scenario(replays=False, marks=pytest.mark.xfail(strict=True, reason=(
-    "symgrad's detach()/.data share values, not storage: a detached alias does not see later "
-    "in-place updates of the original (a documented design difference)")))
+@scenario(replays=False)
 def detached_alias_sees_later_updates(T):
     """PyTorch's ``.data`` and ``detach()`` share storage with the tensor: an update of one is
     seen by the other, in both directions."""

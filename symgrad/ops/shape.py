@@ -12,7 +12,7 @@ from symgrad.ir import broadcast_shapes, index_shape, python_index
 from symgrad.ir import indexing as IX
 from symgrad.ops.dims import dim_index, normalize_dims
 from symgrad.ops.registry import Example, Names, Op, register
-from symgrad.tensor import apply
+from symgrad.tensor import Tensor, apply, record
 
 
 def _infer_reshape(nodes, shape):
@@ -48,34 +48,34 @@ def _squeeze_variant(dims) -> int:
 
 
 RESHAPE = register(Op("reshape", "ViewBackward0", _infer_reshape, lambda p, node, x: p.reshape(x, node.shape),
-                      saves=False, reference=lambda x, shape: jnp.reshape(x, shape),
+                      saves=False, view=True, reference=lambda x, shape: jnp.reshape(x, shape),
                       torch_fn=lambda t, x, shape: x.reshape(shape),
                       examples=(Example(((3, 4),), ((2, 6),)), Example(((6,),), ((3, 1, 2),)))))
 UNSQUEEZE = register(Op("unsqueeze", "UnsqueezeBackward0", _infer_reshape,
-                        lambda p, node, x: p.reshape(x, node.shape), saves=False,
+                        lambda p, node, x: p.reshape(x, node.shape), saves=False, view=True,
                         reference=lambda x, shape: jnp.reshape(x, shape),
                         torch_fn=lambda t, x, shape: x.unsqueeze(shape.index(1)),
                         examples=(Example(((3, 4),), ((1, 3, 4),)),)))
 SQUEEZE = register(Op("squeeze", lambda nodes, shape, dims: f"SqueezeBackward{_squeeze_variant(dims)}",
                       lambda nodes, shape, dims: _infer_reshape(nodes, shape),
-                      lambda p, node, x: p.reshape(x, node.shape), saves=False,
+                      lambda p, node, x: p.reshape(x, node.shape), saves=False, view=True,
                       reference=lambda x, shape, dims: jnp.reshape(x, shape),
                       torch_fn=lambda t, x, shape, dims: x.squeeze() if dims is None else x.squeeze(dims),
                       examples=tuple(Example(((3, 1, 4),), ((3, 4), dims)) for dims in (None, 1, (1,)))))
 PERMUTE = register(Op("permute", "PermuteBackward0", _infer_permute, lambda p, node, x: p.permute(x, node.attrs[0]),
-                      saves=False, reference=lambda x, perm: jnp.transpose(x, perm),
+                      saves=False, view=True, reference=lambda x, perm: jnp.transpose(x, perm),
                       torch_fn=lambda t, x, perm: x.permute(*perm),
                       examples=(Example(((3, 4),), ((1, 0),)), Example(((2, 3, 4),), ((2, 0, 1),)))))
 TRANSPOSE = register(Op("transpose", lambda nodes, perm: "TransposeBackward0", _infer_permute,
-                        lambda p, node, x: p.permute(x, node.attrs[0]), saves=False,
+                        lambda p, node, x: p.permute(x, node.attrs[0]), saves=False, view=True,
                         reference=lambda x, perm: jnp.transpose(x, perm),
                         torch_fn=lambda t, x, perm: x.transpose(*[i for i, p in enumerate(perm) if i != p]),
                         examples=(Example(((3, 4),), ((1, 0),)),)))
-T = register(Op("t", "TBackward0", _infer_permute, lambda p, node, x: p.permute(x, node.attrs[0]), saves=False,
+T = register(Op("t", "TBackward0", _infer_permute, lambda p, node, x: p.permute(x, node.attrs[0]), saves=False, view=True,
                 reference=lambda x, perm: jnp.transpose(x, perm), torch_fn=lambda t, x, perm: x.t(),
                 examples=(Example(((3, 4),), ((1, 0),)),)))
 EXPAND = register(Op("expand", "ExpandBackward0", _infer_expand, lambda p, node, x: p.broadcast_to(x, node.shape),
-                     saves=False, reference=lambda x, shape: jnp.broadcast_to(x, shape),
+                     saves=False, view=True, reference=lambda x, shape: jnp.broadcast_to(x, shape),
                      torch_fn=lambda t, x, shape: x.expand(*shape),
                      examples=(Example(((3, 1),), ((2, 3, 4),)),)))
 CAST = register(Op("to", "ToCopyBackward0", _infer_cast, lambda p, node, x: p.astype(x, node.dtype.name),
@@ -114,7 +114,7 @@ def _index_name(nodes, spec):
 
 
 INDEX = register(Op("index", _index_name, lambda nodes, spec: (index_shape(nodes[0].shape, spec), nodes[0].dtype),
-                    lambda p, node, x: p.index(x, node.attrs[0]), saves=False,
+                    lambda p, node, x: p.index(x, node.attrs[0]), saves=False, view=True,
                     reference=lambda x, spec: x[python_index(spec)],
                     torch_fn=lambda t, x, spec: x[python_index(spec)],
                     examples=(Example(((3, 4, 5),), (((0, 1),),)), Example(((3, 4, 5),), (((1, 0, 3, 1), (0, 2)),)),
@@ -345,7 +345,7 @@ def _torch_piece(t, x, dim, sizes, piece, name):
     return x.split(list(sizes) if name == "SplitWithSizesBackward0" else sizes[0], dim)[piece]
 
 
-PIECE = register(Op("piece", lambda nodes, dim, sizes, piece, name: name, _infer_piece, _build_piece, saves=False,
+PIECE = register(Op("piece", lambda nodes, dim, sizes, piece, name: name, _infer_piece, _build_piece, saves=False, view=True,
                     reference=lambda x, dim, sizes, piece, name: (
                         jnp.split(x, np.cumsum(sizes)[:-1], dim)[piece].squeeze(dim) if name == "UnbindBackward0"
                         else jnp.split(x, np.cumsum(sizes)[:-1], dim)[piece]),
@@ -519,7 +519,7 @@ def _infer_diagonal(nodes, offset, axis1, axis2, name):
 
 
 DIAGONAL = register(Op("diagonal", lambda nodes, offset, axis1, axis2, name: name, _infer_diagonal,
-                       lambda p, node, x: IX.diagonal(p, x, *node.attrs[:3]), saves=False,
+                       lambda p, node, x: IX.diagonal(p, x, *node.attrs[:3]), saves=False, view=True,
                        reference=lambda x, offset, axis1, axis2, name: jnp.diagonal(x, offset, axis1, axis2),
                        torch_fn=lambda t, x, offset, axis1, axis2, name: (
                            t.diag(x, offset) if name == "DiagonalBackward0_copy"
@@ -557,7 +557,8 @@ def diag(input, diagonal: int = 0):
         return apply(DIAG_EMBED, input, attrs=(int(diagonal),))
     if input.ndim != 2:
         raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
-    return apply(DIAGONAL, input, attrs=(int(diagonal), 0, 1, "DiagonalBackward0_copy"))
+    attrs = (int(diagonal), 0, 1, "DiagonalBackward0_copy")
+    return Tensor(record(DIAGONAL, (input._node,), attrs))  # a copy, not a view
 
 
 def _infer_trace(nodes):

@@ -48,7 +48,7 @@ class SGD(Optimizer):
                 if momentum:  # the buffer is a leaf updated in place, so it is computed with p and never chains
                     buffer = self.state[p].get("momentum_buffer")
                     if buffer is None:
-                        buffer = self.state[p]["momentum_buffer"] = g.detach()
+                        buffer = self.state[p]["momentum_buffer"] = g.detach().clone()  # not .grad itself
                     else:
                         write_values(buffer, (buffer * momentum + (1 - dampening) * g)._node)
                     g = g + momentum * buffer if group["nesterov"] else buffer

@@ -1,0 +1,77 @@
+"""The two ops behind shared storage (symgrad.storage): a view made again from its base, and the base
+with a view's region written back.
+
+A view op (reshape, permute, basic indexing, a piece of split, diagonal, ...) is a step: the op and
+its attributes.  After an in-place write, PyTorch's base has the backward ``CopySlices`` and its
+views ``AsStridedBackward0``; these two ops carry a step as their attributes, so each stays one
+node whose form is the step's own op, or its inverse, built in the IR.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from symgrad.ir import index_shape
+from symgrad.ir import indexing as IX
+from symgrad.ir.functions import equal, select
+from symgrad.nodes import Node
+from symgrad.ops.registry import Op
+from symgrad.ops.shape import _piece_spec
+
+
+def _like(node: Node, step) -> Node:
+    """A stand-in for the node the step's op would have recorded (its build reads attrs, shape, inputs)."""
+    op, attrs = step
+    return Node(op, node.inputs, attrs, node.shape, node.dtype, False, None, None)
+
+
+def _build_view(p, node, base):
+    op, _ = node.attrs
+    return op.build(p, _like(node, node.attrs), base)
+
+
+def _infer_view(nodes, op, attrs):
+    return op.infer(nodes, *attrs)
+
+
+VIEW_OF = Op("view_of", "AsStridedBackward0", _infer_view, _build_view, saves=False)
+
+
+def _diagonal_set(p, old, new, offset, axis1, axis2):
+    """``old`` with diagonal ``offset`` of ``axis1``, ``axis2`` replaced by ``new``."""
+    shape, dtype = p.shape_of(old), p.dtype_of(old)
+    rank, others = len(shape), [d for d in range(len(shape)) if d not in (axis1, axis2)]
+    perm = [rank - 2 if d == axis1 else rank - 1 if d == axis2 else others.index(d) for d in range(rank)]
+    n, m = sp.Integer(shape[axis1]), sp.Integer(shape[axis2])
+
+    def placed(values):
+        embed = IX.DiagEmbed(values, sp.Integer(offset), n, m)
+        return p.permute(p.assign(embed, embed.shape(p.shape_of), dtype, "diag_embed"), perm)
+
+    ones = p.materialize(sp.S.One, p.shape_of(new), dtype)
+    on_diagonal = equal(placed(ones), sp.S.One)
+    return p.assign(select(on_diagonal, placed(new), old), shape, dtype, "diagonal_set")
+
+
+def _build_write_back(p, node, old, new):
+    """The base (``old``) with the view's values replaced by ``new``."""
+    op, attrs = node.attrs
+    view_shape = op.infer(node.inputs[:1], *attrs)[0]
+    new = p.materialize(new, view_shape, node.dtype.name)
+    if op.name in ("reshape", "unsqueeze", "squeeze"):
+        return p.reshape(new, node.shape)
+    if op.name in ("permute", "transpose", "t"):
+        perm = attrs[0]
+        return p.permute(new, [perm.index(d) for d in range(len(perm))])
+    if op.name == "index":
+        return IX.index_set(p, old, new, attrs[0])
+    if op.name == "piece":
+        dim, sizes, piece, _ = attrs
+        spec = _piece_spec(node.shape, dim, sizes, piece)
+        return IX.index_set(p, old, p.reshape(new, index_shape(node.shape, spec)), spec)
+    if op.name == "diagonal":
+        return _diagonal_set(p, old, new, *attrs[:3])
+    raise AssertionError(f"no write-back for the view op {op.name}")  # expand is refused before writing
+
+
+WRITE_BACK = Op("write_back", "CopySlices", lambda nodes, op, attrs: (nodes[0].shape, nodes[0].dtype),
+                _build_write_back, saves=False)

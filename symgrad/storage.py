@@ -1,0 +1,140 @@
+"""Shared storage: views and ``detach()`` alias their base; a version counter guards what backward saved.
+
+Nodes never change, so aliasing lives among Tensors.  A view (or a detached tensor) remembers the
+tensor it was made from, the step (a view op and its attributes, or ``DETACH``) and the grad mode it
+was made in; every tensor of one storage shares a ``Storage``: its version and its members, in the
+order they were made (a parent before its views).  symgrad.inplace writes through them.
+
+The version counter: each in-place write bumps it and marks the nodes that held the old values.
+Backward refuses a marked node that a node on its path saved (PyTorch's RuntimeError): symgrad's
+nodes keep the old values, so without the check it would quietly differentiate what PyTorch refuses.
+"""
+from __future__ import annotations
+
+import weakref
+
+from symgrad import dtypes
+from symgrad.grad_mode import _state as _grad_state
+from symgrad.nodes import CONST, LEAF, grad_fn_of
+
+DETACH = "detach"  # the step of detach(): the values, no history
+DATA = "data"  # the step of .data: as detach, and writes through it are not counted
+
+
+class Storage:
+    __slots__ = ("version", "members", "bound")
+
+    def __init__(self, root):
+        self.version = 0
+        self.members = [weakref.ref(root)]
+        self.bound = 16  # prune dead members when there are more than this
+
+    def live(self) -> list:
+        """The members still alive, parents before their views."""
+        alive = [m() for m in self.members]
+        return [t for t in alive if t is not None]
+
+    def add(self, tensor) -> None:
+        members = self.members
+        members.append(weakref.ref(tensor))
+        if len(members) > self.bound:  # a view made every step (w.t() in a loop) must not pile up
+            self.members = [m for m in members if m() is not None]
+            self.bound = 2 * len(self.members) + 16
+
+
+def storage_of(tensor) -> Storage:
+    storage = tensor._storage
+    if storage is None:
+        storage = tensor._storage = Storage(tensor)
+    return storage
+
+
+def viewed(parent, child, step):
+    """``child`` aliases ``parent`` through ``step``; returns child."""
+    storage_of(parent).add(child)
+    child._storage = parent._storage
+    child._view = (parent, step, _grad_state.enabled)
+    return child
+
+
+def root_of(tensor):
+    """The tensor whose storage a view of views aliases, through views only (``_base``): None
+    for a tensor that is not a view."""
+    view = tensor._view
+    if view is None or view[1] in (DETACH, DATA):
+        return None
+    base = view[0]
+    while base._view is not None and base._view[1] not in (DETACH, DATA):
+        base = base._view[0]
+    return base
+
+
+# ------------------------------------------------------------------ the version counter
+
+marks = [0]  # nodes marked so far: until the first, backward checks nothing
+
+
+def mark(tensor, old, new=None) -> None:
+    """The tensor's node ``old`` held values an in-place write replaced with ``new``."""
+    if old.op is CONST or (old.op is LEAF and old.value is None and old.inputs and old.inputs[0].op is CONST):
+        return  # a constant fill is shared between tensors: it is never marked
+    storage = storage_of(tensor)
+    old.written = (storage, storage.version, weakref.ref(tensor), new)
+    marks[0] += 1
+
+
+def check_saved(path) -> None:
+    """PyTorch's error if a node on the gradient path saved a value changed in place since."""
+    for node in path:
+        if node.written is not None and _saves_output(node):
+            _refuse(node.written, node)
+        for position, i in enumerate(node.inputs):
+            if i.written is not None and _saves_input(node, position) and not (
+                    position == 0 and _the_write(node, i.written[3])):
+                _refuse(i.written)
+
+
+def _the_write(node, new) -> bool:
+    """Whether ``node`` is the in-place op's own result (cast back to the tensor's dtype or not):
+    PyTorch's in-place kernels keep the original ``self`` they need, so that is no conflict."""
+    return new is not None and (node is new or (new.op.name == "to" and new.inputs[0] is node))
+
+
+# PyTorch's backward formulas that read their result, not their input (derivatives.yaml)
+SAVES_RESULT = frozenset({"exp", "exp2", "expm1", "sigmoid", "tanh", "relu", "sqrt", "rsqrt", "softmax",
+                          "log_softmax"})
+# ...and those that read an input only for another input's gradient
+PRODUCTS = frozenset({"mul", "matmul", "bmm", "linear", "einsum", "cross"})
+
+
+def _saves_output(node) -> bool:
+    return node.op.name in SAVES_RESULT or node.op.name == "pow" and node.inputs[1].requires_grad
+
+
+def _saves_input(node, position: int) -> bool:
+    op = node.op
+    if not op.saves or op.name in SAVES_RESULT:
+        return False
+    inputs = node.inputs
+    if op.name in PRODUCTS:
+        return any(n.requires_grad for k, n in enumerate(inputs) if k != position)
+    if op.name in ("div", "rdiv"):
+        divisor = 1 if op.name == "div" else 0
+        return inputs[divisor].requires_grad or (position == divisor and inputs[1 - divisor].requires_grad)
+    return True
+
+
+def _refuse(written, saved_output=None) -> None:
+    """PyTorch names the saving node for a saved output, else the tensor's grad_fn now."""
+    storage, version, owner, _ = written
+    tensor = owner()
+    node = tensor._node if tensor is not None else saved_output
+    grad_fn = grad_fn_of(saved_output or node) if node is not None else None
+    made_by = "" if grad_fn is None else f", which is output 0 of {type(grad_fn).__name__.removesuffix('Backward0')}"
+    kind = f"torch.{dtypes.torch_name(node.dtype)}Tensor" if node is not None else "a tensor"
+    shape = list(node.shape) if node is not None else []
+    raise RuntimeError(f"one of the variables needed for gradient computation has been modified by an inplace "
+                       f"operation: [{kind} {shape}]{made_by}, is at version {storage.version}; expected version "
+                       f"{version} instead. Hint: enable anomaly detection to find the operation that failed to "
+                       f"compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+
