@@ -1,0 +1,253 @@
+"""Shared storage and the version counter (issue 12), each scenario run on symgrad and on PyTorch.
+
+A scenario is written once against ``T`` (either module) and returns what a user would look at:
+values, gradients, grad_fn names, versions, whether a view's ``_base`` is its base.  A refusal is
+compared by exception class and the start of PyTorch's message.
+"""
+import numpy as np
+import pytest
+
+import symgrad
+
+X4 = np.array([1.0, -2.0, 3.0, 0.5], np.float32)
+M3 = np.arange(9.0, dtype=np.float32).reshape(3, 3)
+
+
+def _name(t):
+    return None if t.grad_fn is None else type(t.grad_fn).__name__
+
+
+def slice_of_a_result_written(T):
+    x = T.tensor(X4, requires_grad=True)
+    y = x * 1
+    v = y[1:3]
+    before = (_name(v), v._version, y._version)
+    v.mul_(10)
+    y.sum().backward()
+    return dict(before=before, y=y, y_fn=_name(y), v_fn=_name(v), versions=(v._version, y._version),
+                base=v._base is y, grad=x.grad)
+
+
+def base_written_views_see_it(T):
+    x = T.tensor(X4, requires_grad=True)
+    y = x * 2
+    v, first, flat_t = y.view(2, 2), y[0], y.view(2, 2).t()
+    y.mul_(3)
+    loss = (v * v).sum() + first * 5 + flat_t[0, 1]
+    loss.backward()
+    return dict(v=v, first=first, flat_t=flat_t, names=(_name(v), _name(first), _name(flat_t)), grad=x.grad,
+                versions=(v._version, first._version, y._version))
+
+
+def writes_through_views_without_grad(T):
+    x = T.tensor(M3.copy())
+    x[0].add_(100)
+    x.view(9)[4:6].mul_(10)
+    x.t()[2].mul_(-1)
+    x.diagonal().fill_(7)
+    col = x[:, 1]
+    x.unsqueeze(0).squeeze(0)[2, 2] = -5
+    a, b = x.split(2)
+    b.sub_(1)
+    return dict(x=x, col=col, a=a, version=x._version, col_version=col._version)
+
+
+def detach_and_data_share_storage(T):
+    w = T.tensor(X4, requires_grad=True)
+    d, data = w.detach(), w.data
+    d.mul_(10)
+    data.add_(1)
+    loss = (w * w).sum()
+    loss.backward()
+    with T.no_grad():
+        w.sub_(0.5)
+    return dict(w=w, d=d, data=data, grad=w.grad, d_leaf=d.is_leaf, d_requires=d.requires_grad, base=d._base)
+
+
+def view_written_with_history(T):
+    x = T.tensor(X4, requires_grad=True)
+    w = T.tensor([2.0, -1.0], requires_grad=True)
+    y = x.exp()
+    z = y * 1
+    z.view(2, 2)[0].mul_(w)
+    z[3:].add_(w[:1] ** 2)
+    (z * T.tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
+    return dict(z=z, z_fn=_name(z), x_grad=x.grad, w_grad=w.grad)
+
+
+def diagonal_written_with_history(T):
+    a = T.tensor(M3, requires_grad=True)
+    s = T.tensor(0.5, requires_grad=True)
+    b = a.sin()
+    b.diagonal().mul_(s)
+    (b * b).sum().backward()
+    return dict(b=b, a_grad=a.grad, s_grad=s.grad)
+
+
+def no_grad_write_into_a_view_of_a_parameter(T):
+    w = T.tensor(M3.copy(), requires_grad=True)
+    rows = w[1:]
+    with T.no_grad():
+        w[0] = 1.0
+        w.t()[1].mul_(0.0)
+    (rows * rows).sum().backward()
+    return dict(w=w, rows=rows, rows_fn=_name(rows), grad=w.grad, version=w._version)
+
+
+def a_module_state_dict_shares_its_parameters(T):
+    T.manual_seed(0)
+    lin = T.nn.Linear(3, 2)
+    sd = lin.state_dict()
+    with T.no_grad():
+        lin.weight.mul_(2)
+        lin.bias.zero_()
+    return dict(weight=sd["weight"], bias=sd["bias"], same=bool((sd["weight"] == lin.weight).all()))
+
+
+def saved_values_untouched(T):
+    """Writes PyTorch accepts: an input that is not saved, the in-place op's own self, a product
+    by a constant."""
+    x = T.tensor(X4, requires_grad=True)
+    h = x * 1
+    s = h + 2  # add saves nothing
+    c = h * T.ones(4)  # only the constant is saved (x's gradient needs it)
+    h.add_(1)
+    z = x.sin()
+    z.mul_(x)  # mul_ keeps the original z for x's gradient
+    (s.sum() + c.sum() + z.sum()).backward()
+    return dict(grad=x.grad, h=h, z=z, version=h._version)
+
+
+SCENARIOS = [slice_of_a_result_written, base_written_views_see_it, writes_through_views_without_grad,
+             detach_and_data_share_storage, view_written_with_history, diagonal_written_with_history,
+             no_grad_write_into_a_view_of_a_parameter, a_module_state_dict_shares_its_parameters,
+             saved_values_untouched]
+
+
+def _plain(value):
+    if hasattr(value, "detach"):
+        return np.asarray(value.detach().numpy())
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
+def test_storage_is_shared_as_in_pytorch(scenario, torch, both_paths):
+    ours, theirs = scenario(symgrad), scenario(torch)
+    assert ours.keys() == theirs.keys()
+    for key in theirs:
+        got, want = _plain(ours[key]), _plain(theirs[key])
+        if isinstance(want, np.ndarray):
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=key)
+        else:
+            assert got == want, key
+
+
+# ------------------------------------------------------------------ what PyTorch refuses
+
+
+def saved_output_changed(T):
+    x = T.tensor(X4, requires_grad=True)
+    y = x.exp()
+    y.add_(1)
+    y.sum().backward()
+
+
+def saved_input_changed(T):
+    x = T.tensor(X4, requires_grad=True)
+    z = x * 1
+    a = z.sin()
+    z.mul_(2)
+    a.sum().backward()
+
+
+def saved_leaf_changed_under_no_grad(T):
+    x = T.tensor(X4, requires_grad=True)
+    w = T.tensor(X4, requires_grad=True)
+    a = x * w
+    with T.no_grad():
+        w.mul_(2)
+    a.sum().backward()
+
+
+def saved_other_is_self(T):
+    v = T.abs(T.tensor(X4, requires_grad=True))
+    v *= v
+    v.sum().backward()
+
+
+def saved_value_changed_through_a_view(T):
+    x = T.tensor(X4, requires_grad=True)
+    y = x * 1
+    p = y.pow(2)
+    y.view(2, 2)[1].zero_()
+    p.sum().backward()
+
+
+def view_of_a_leaf(T):
+    x = T.tensor(X4, requires_grad=True)
+    x[0].add_(1)
+
+
+def reshaped_leaf(T):
+    x = T.tensor(X4, requires_grad=True)
+    x.view(2, 2).mul_(2)
+
+
+def piece_of_unbind(T):
+    x = T.tensor(X4, requires_grad=True)
+    (x * 1).unbind(0)[1].mul_(2)
+
+
+def piece_of_split(T):
+    x = T.tensor(X4, requires_grad=True)
+    (x * 1).split(2)[0].add_(1)
+
+
+def overlapping_expand(T):
+    T.ones(3).expand(2, 3).add_(1)
+
+
+def view_made_under_no_grad(T):
+    x = T.tensor(X4, requires_grad=True)
+    with T.no_grad():
+        v = x.view(2, 2)
+    v.mul_(2)
+
+
+REFUSALS = [saved_output_changed, saved_input_changed, saved_leaf_changed_under_no_grad, saved_other_is_self,
+            saved_value_changed_through_a_view, view_of_a_leaf, reshaped_leaf, piece_of_unbind, piece_of_split,
+            overlapping_expand, view_made_under_no_grad]
+
+
+@pytest.mark.parametrize("scenario", REFUSALS, ids=lambda s: s.__name__)
+def test_refusals_are_pytorchs(scenario, torch, both_paths):
+    with pytest.raises(Exception) as theirs:
+        scenario(torch)
+    with pytest.raises(type(theirs.value)) as ours:
+        scenario(symgrad)
+    assert str(ours.value).startswith(str(theirs.value).split(". ")[0].split(" [")[0]), (str(ours.value), str(theirs.value))
+
+
+def test_a_refused_write_changes_nothing():
+    x = symgrad.tensor(X4, requires_grad=True)
+    y = x * 1
+    piece = y.unbind(0)[0]
+    with pytest.raises(RuntimeError):
+        piece.mul_(2)
+    assert y._version == 0 and type(y.grad_fn).__name__ == "MulBackward0"
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones(4, np.float32))
+
+
+def test_views_made_every_step_do_not_pile_up():
+    """A view made and dropped each step (``w.t()`` in a loop) leaves the storage's member list bounded."""
+    w = symgrad.tensor(M3, requires_grad=True)
+    for _ in range(500):
+        loss = (w.t() * 2).sum()
+        loss.backward()
+        with symgrad.no_grad():
+            w -= 0.01 * w.grad
+        w.grad = None
+    assert len(w._storage.members) < 40
