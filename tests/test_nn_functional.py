@@ -232,6 +232,9 @@ def test_batch_norm_running_statistics_get_no_gradient(torch):
 PADDING_ROWS = normal(6, 3)
 
 OTHERS = {
+    "softplus beta threshold": (lambda T, x: F(T).softplus(x, beta=2.0, threshold=1.5),
+                                [np.float32([-3.0, 0.0, 0.5, 0.75, 0.8, 4.0, math.inf, math.nan])]),
+    "Softplus module": (lambda T, x: T.nn.Softplus(beta=0.5, threshold=2.0)(x), [normal(3, 4) * 4]),
     "embedding": (lambda T, i, w: F(T).embedding(i, w), [labels(6, 2, 4), PADDING_ROWS]),
     "embedding padding_idx": (lambda T, i, w: F(T).embedding(i, w, padding_idx=-2),
                               [np.array([[4, 1, 4], [0, 4, 2]]), PADDING_ROWS]),

@@ -3,7 +3,6 @@ PyTorch prints it (``LeakyReLU(negative_slope=0.2)``)."""
 from __future__ import annotations
 
 from symgrad.nn import functional as F
-from symgrad.ops.elementwise import where
 from symgrad.nn.module import Module
 
 
@@ -145,10 +144,7 @@ class Softplus(Module):
         self.beta, self.threshold = beta, threshold
 
     def forward(self, input):
-        if self.beta == 1.0 and self.threshold == 20.0:
-            return F.softplus(input)
-        scaled = input * self.beta
-        return where(scaled > self.threshold, input, F.softplus(scaled) / self.beta)
+        return F.softplus(input, self.beta, self.threshold)
 
     def extra_repr(self) -> str:
         return f"beta={self.beta}, threshold={self.threshold}"

@@ -14,7 +14,7 @@ from sympy.codegen.cfunctions import expm1
 
 from symgrad import dtypes, ir
 from symgrad.inplace import apply_inplace
-from symgrad.ops.elementwise import DIV, SUB, elementwise, refuse_bool, refuse_kernel
+from symgrad.ops.elementwise import DIV, SOFTPLUS, SUB, elementwise, refuse_bool, refuse_kernel
 from symgrad.ops.registry import Example, Names
 from symgrad.tensor import apply
 
@@ -67,6 +67,15 @@ HARDTANH = elementwise("hardtanh", "HardtanhBackward0", ir.hardtanh, reference=l
                        torch_fn=lambda t, a, lo, hi: t.nn.functional.hardtanh(a, lo, hi), domain=("kinked", "real", "real"),
                        examples=(Example(((3, 4), (), ()), scalars={1: -1.0, 2: 1.0}),
                                  Example(((7,), (), ()), scalars={1: 0.0, 2: 0.5})))
+SOFTPLUS_SCALED = elementwise(
+    "softplus_scaled", "SoftplusBackward0",
+    lambda a, beta, threshold: ir.select(ir.greater(a * beta, threshold), a, ir.softplus(a * beta) / beta),
+    float_result=True, reference=lambda a, beta, t: jnp.where(a * beta > t, a, jnp.logaddexp(a * beta, 0.0) / beta),
+    torch_fn=lambda t, a, beta, threshold: t.nn.functional.softplus(a, beta, threshold),
+    examples=(Example(((3, 4), (), ()), scalars={1: 2.0, 2: 1.0}), Example(((7,), (), ()), scalars={1: 0.5, 2: 20.0})),
+    refuse=refuse_kernel("softplus_cpu", *NOT_FLOAT))
+
+
 def _hardsigmoid(a):
     """x/6 + 1/2 strictly inside (-3, 3), 0 and 1 beyond; NaN stays NaN with a gradient of 0."""
     outside = ir.select(ir.less_equal(a, -3), 0, ir.select(ir.greater_equal(a, 3), 1, a - a))
@@ -107,6 +116,14 @@ def gelu(input, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
     return apply(GELU if approximate == "none" else GELU_TANH, input)
+
+
+@SOFTPLUS.publish(Names(function=("softplus",), functional=("softplus",)))
+def softplus(input, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta x)) / beta``, and x itself where ``beta x > threshold`` (PyTorch's kernel)."""
+    if beta == 1.0 and threshold == 20.0:
+        return apply(SOFTPLUS, input)
+    return apply(SOFTPLUS_SCALED, input, float(beta), float(threshold))
 
 
 @HARDTANH.publish(Names(functional=("hardtanh",)))

@@ -195,8 +195,7 @@ ABS = elementwise("abs", "AbsBackward0", sp.Abs, reference=jnp.abs, torch_fn=lam
 SOFTPLUS = elementwise("softplus", "SoftplusBackward0", ir.softplus, float_result=True,
                        refuse=refuse_kernel("softplus_cpu", dtypes.BOOLEAN, dtypes.INTEGER),
                        reference=lambda a: jnp.logaddexp(a, 0.0),
-                       torch_fn=lambda t, a: t.nn.functional.softplus(a),
-                       names=Names(function=("softplus",), functional=("softplus",)))
+                       torch_fn=lambda t, a: t.nn.functional.softplus(a))  # published with beta: ops/activations.py
 SILU = elementwise("silu", "SiluBackward0", lambda a: a * ir.sigmoid(a), float_result=True,
                    refuse=refuse_kernel("silu_cpu", dtypes.BOOLEAN, dtypes.INTEGER),
                    reference=lambda a: a / (1 + jnp.exp(-a)), torch_fn=lambda t, a: t.nn.functional.silu(a),
