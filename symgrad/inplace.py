@@ -16,7 +16,7 @@ from symgrad.nodes import LEAF, Node, constant, lazy_leaf
 from symgrad.ops.elementwise import FILL, KEEP_HISTORY
 from symgrad.ops.shape import COPY_OVER, copy, expand, to_dtype
 from symgrad.ops.views import VIEW_OF, WRITE_BACK
-from symgrad.storage import DATA, DETACH, mark, storage_of, viewed
+from symgrad.storage import DATA, DETACH, Storage, mark, viewed
 from symgrad.tensor import Tensor, record
 
 
@@ -30,14 +30,20 @@ def _values(old: Node, values: Node) -> Node:
 
 def write_values(tensor: Tensor, values: Node) -> None:
     """``tensor`` takes ``values`` (computed without history); its own history, if any, stays."""
-    assign(tensor, _values(tensor._node, values))
+    old = tensor._node
+    if old.requires_grad and old.op is not LEAF:
+        assign(tensor, Node(KEEP_HISTORY, (old, values), (), old.shape, old.dtype, True))
+    else:
+        assign(tensor, lazy_leaf(values, requires_grad=old.requires_grad))
 
 
 def assign(tensor: Tensor, node: Node) -> None:
     """``tensor`` takes ``node``, its new values: the old ones are marked for the version counter,
     and the tensors sharing its storage see the write."""
-    storage = storage_of(tensor)
-    mark(tensor, tensor._node, node)
+    storage = tensor._storage
+    if storage is None:
+        storage = tensor._storage = Storage(tensor)
+    mark(storage, tensor._node, node)
     tensor._rebind(node)
     if len(storage.members) > 1:
         ancestors = {id(parent) for parent in _write_up(tensor)}
@@ -64,7 +70,7 @@ def _write_up(tensor: Tensor) -> list:
             with no_grad():
                 new = _values(old, record(WRITE_BACK, (old, child._node), step))
         if step is not DATA:
-            mark(parent, old)
+            mark(parent._storage, old, new)
         parent._rebind(new)
         written.append(parent)
         child = parent
@@ -75,15 +81,16 @@ def _refresh(member: Tensor) -> None:
     """A view made again from its parent's new node, in the grad mode it was made in."""
     parent, step, made_with_grad = member._view
     old = member._node
-    mark(member, old)
     if step in (DETACH, DATA):
-        member._rebind(_values(old, lazy_leaf(parent._node)))
-        return
-    previous, _grad_state.enabled = _grad_state.enabled, made_with_grad
-    try:
-        member._rebind(record(VIEW_OF, (parent._node,), step))
-    finally:
-        _grad_state.enabled = previous
+        new = _values(old, lazy_leaf(parent._node))
+    else:
+        previous, _grad_state.enabled = _grad_state.enabled, made_with_grad
+        try:
+            new = record(VIEW_OF, (parent._node,), step)
+        finally:
+            _grad_state.enabled = previous
+    mark(member._storage, old, new)
+    member._rebind(new)
 
 
 def check_writable(tensor: Tensor, name: str) -> None:
@@ -123,7 +130,8 @@ def apply_inplace(tensor: Tensor, name: str, compute) -> Tensor:
     ``tensor`` moves to it (cast back to its dtype; PyTorch's errors for a wider dtype or a shape
     that broadcasting changed, and for a leaf that requires grad under grad mode)."""
     node = tensor._node
-    check_writable(tensor, name)
+    if tensor._view is not None:
+        check_writable(tensor, name)
     if node.requires_grad and node.op is LEAF and _grad_state.enabled:
         raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation "
                            f"({name} on shape {tuple(node.shape)}, {node.dtype}); wrap it in "
@@ -150,7 +158,8 @@ def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
     Under grad mode a tensor with history records the fill (its gradient is zero), as PyTorch.
     """
     node = tensor._node
-    check_writable(tensor, name)
+    if tensor._view is not None:
+        check_writable(tensor, name)
     if is_grad_enabled() and node.requires_grad:
         if node.op is LEAF:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")

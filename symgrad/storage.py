@@ -71,26 +71,21 @@ def root_of(tensor):
 
 # ------------------------------------------------------------------ the version counter
 
-marks = [0]  # nodes marked so far: until the first, backward checks nothing
-
-
-def mark(tensor, old, new=None) -> None:
-    """The tensor's node ``old`` held values an in-place write replaced with ``new``."""
+def mark(storage: Storage, old, new) -> None:
+    """The node ``old`` held values of ``storage`` that an in-place write replaced with ``new``."""
     if old.op is CONST or (old.op is LEAF and old.value is None and old.inputs and old.inputs[0].op is CONST):
         return  # a constant fill is shared between tensors: it is never marked
-    storage = storage_of(tensor)
-    old.written = (storage, storage.version, weakref.ref(tensor), new)
-    marks[0] += 1
+    old.written = (storage, storage.version, new)
 
 
-def check_saved(path) -> None:
-    """PyTorch's error if a node on the gradient path saved a value changed in place since."""
-    for node in path:
+def check_saved(nodes) -> None:
+    """PyTorch's error if one of ``nodes`` (on a gradient path) saved a value changed in place since."""
+    for node in nodes:
         if node.written is not None and _saves_output(node):
             _refuse(node.written, node)
         for position, i in enumerate(node.inputs):
             if i.written is not None and _saves_input(node, position) and not (
-                    position == 0 and _the_write(node, i.written[3])):
+                    position == 0 and _the_write(node, i.written[2])):
                 _refuse(i.written)
 
 
@@ -125,14 +120,12 @@ def _saves_input(node, position: int) -> bool:
 
 
 def _refuse(written, saved_output=None) -> None:
-    """PyTorch names the saving node for a saved output, else the tensor's grad_fn now."""
-    storage, version, owner, _ = written
-    tensor = owner()
-    node = tensor._node if tensor is not None else saved_output
-    grad_fn = grad_fn_of(saved_output or node) if node is not None else None
+    """PyTorch names the saving node for a saved output, else the tensor's grad_fn after the write."""
+    storage, version, node = written
+    grad_fn = grad_fn_of(saved_output or node)
     made_by = "" if grad_fn is None else f", which is output 0 of {type(grad_fn).__name__.removesuffix('Backward0')}"
-    kind = f"torch.{dtypes.torch_name(node.dtype)}Tensor" if node is not None else "a tensor"
-    shape = list(node.shape) if node is not None else []
+    kind = f"torch.{dtypes.torch_name(node.dtype)}Tensor"
+    shape = list(node.shape)
     raise RuntimeError(f"one of the variables needed for gradient computation has been modified by an inplace "
                        f"operation: [{kind} {shape}]{made_by}, is at version {storage.version}; expected version "
                        f"{version} instead. Hint: enable anomaly detection to find the operation that failed to "

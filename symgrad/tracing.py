@@ -243,8 +243,9 @@ def _accumulations(walk, grads):
 
 def gradient_path(root, inputs=None):
     """Non-leaf nodes a gradient flows through, and the nodes whose .grad it fills, in order
-    (only those of the tensors ``inputs``, if given)."""
-    seen, path, targets, stack = {root}, [], [], [root]
+    (only those of the tensors ``inputs``, if given).  A node on the path that reads a value an
+    in-place write replaced is checked against what PyTorch's backward saves (symgrad.storage)."""
+    seen, path, targets, stack, suspects = {root}, [], [], [root], []
     while stack:
         node = stack.pop()
         if node.op is LEAF:
@@ -254,13 +255,17 @@ def gradient_path(root, inputs=None):
         path.append(node)
         if node.retains_grad and node.owner() is not None:
             targets.append(node)
+        if node.written is not None:
+            suspects.append(node)
         for i in node.inputs:
+            if i.written is not None:
+                suspects.append(node)
             if i.requires_grad and i not in seen:
                 seen.add(i)
                 stack.append(i)
     if inputs is not None:
         chosen = {t._node for t in inputs}
         targets = [t for t in targets if t in chosen]
-    if storage.marks[0]:
-        storage.check_saved(path)
+    if suspects:
+        storage.check_saved(suspects)
     return path, targets
