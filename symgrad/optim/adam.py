@@ -1,11 +1,36 @@
 """``torch.optim.Adam`` and ``AdamW``: PyTorch's single-tensor update, op for op (``lerp_``,
-``addcmul_``, the bias corrections as Python floats, ``addcdiv_``), so the weights after N steps
-are PyTorch's to rounding.  The step count is a float32 0-d tensor in the state, as in PyTorch;
-the bias corrections change every step, so the compiled program takes them as inputs."""
+``mul_`` then ``addcmul_``, the bias corrections as Python floats, ``sqrt``, ``/``, ``add_(eps)``,
+``addcdiv_``), so the weights after N steps are PyTorch's to rounding.
+
+Recorded as three elementwise ops per parameter (the first moment's ``lerp_``, the second
+moment, the parameter), computed inside the next step's compiled program like any update under
+``no_grad``.  The bias corrections change every step: they are 0-d tensor inputs
+(``optimizer.per_step``), so every step records the same kinds and ``backward`` replays one program.
+"""
 from __future__ import annotations
 
+import sympy as sp
+
 from symgrad import creation
-from symgrad.optim.optimizer import PerParameter, at_least_zero
+from symgrad.inplace import write_values
+from symgrad.ops.elementwise import elementwise
+from symgrad.ops.registry import Example
+from symgrad.optim.optimizer import PerParameter, at_least_zero, per_step
+from symgrad.tensor import apply
+
+SECOND_MOMENT = elementwise(
+    "adam_exp_avg_sq", "AddcmulBackward0", lambda v, g, beta2, weight: v * beta2 + weight * g * g,
+    reference=lambda v, g, beta2, weight: v * beta2 + weight * g * g,
+    torch_fn=lambda t, v, g, beta2, weight: (v * beta2).addcmul(g, g, value=weight),
+    examples=(Example(((3, 4), (3, 4), (), ()), scalars={2: 0.999, 3: 0.001}),))
+
+UPDATE = elementwise(
+    "adam_update", "AddcdivBackward0",
+    lambda p, m, v, step, root, eps: p + step * m / (sp.sqrt(v) / root + eps),
+    reference=lambda p, m, v, step, root, eps: p + step * m / (v ** 0.5 / root + eps),
+    torch_fn=lambda t, p, m, v, step, root, eps: p.addcdiv(m, v.sqrt() / root + eps, value=step),
+    domain=("real", "real", "positive", "real", "positive", "positive"),
+    examples=(Example(((3, 4), (3, 4), (3, 4), (), (), ()), scalars={3: -0.01, 4: 0.3, 5: 1e-8}),))
 
 
 class Adam(PerParameter):
@@ -37,17 +62,17 @@ class Adam(PerParameter):
                 grad = grad.add(p, alpha=weight_decay)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         exp_avg.lerp_(grad, 1 - beta1)
-        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        write_values(exp_avg_sq, apply(SECOND_MOMENT, exp_avg_sq, grad, beta2, 1 - beta2)._node)
         step = self._next_step(p)
         bias_correction1 = 1 - beta1 ** step
         bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+        second = exp_avg_sq
         if group["amsgrad"]:
-            largest = state["max_exp_avg_sq"]
-            largest.copy_(largest.maximum(exp_avg_sq))
-            denom = (largest.sqrt() / bias_correction2_sqrt).add_(eps)
-        else:
-            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-        p.addcdiv_(exp_avg, denom, value=-(lr / bias_correction1))
+            second = state["max_exp_avg_sq"]
+            second.copy_(second.maximum(exp_avg_sq))
+        dtype = p._node.dtype
+        write_values(p, apply(UPDATE, p, exp_avg, second, per_step(-(lr / bias_correction1), dtype),
+                              per_step(bias_correction2_sqrt, dtype), eps)._node)
 
 
 class AdamW(Adam):
