@@ -75,7 +75,7 @@ class Generator:
     def uint32(self, n: int) -> np.ndarray:
         """``n`` 32-bit draws (as uint64), PyTorch's ``random()``."""
         self._fresh = self._fresh and n == 0
-        return self._engine.random_raw(n).astype(_U64)
+        return self._engine.random_raw(n).astype(_U64, copy=False)
 
     def uint64(self, n: int) -> np.ndarray:
         """``n`` 64-bit draws, PyTorch's ``random64()``: two 32-bit draws, the first one high."""
@@ -233,11 +233,40 @@ def _unit(generator: Generator, n: int, dtype) -> np.ndarray:
 def uniform(generator: Generator, n: int, dtype, low: float = 0.0, high: float = 1.0) -> np.ndarray:
     """``uniform_(low, high)``: ``u * (high - low) + low`` in the tensor's dtype, fused."""
     _check_floating(dtype, "check_uniform_bounds")
-    unit = _unit(generator, n, dtype)
     if (low, high) == (0, 1):  # u * 1 + 0 is u: rand() skips the multiply-add
-        return unit
+        return _unit(generator, n, dtype)
     low, high = dtype.numpy.type(low), dtype.numpy.type(high)
-    return _fma(dtype)(unit, high - low, low).astype(dtype.numpy)
+    if dtype is dtypes.float32 and _sums_exactly(high - low, low):
+        return _scaled_float32(generator, n, high - low, low)
+    return _fma(dtype)(_unit(generator, n, dtype), high - low, low).astype(dtype.numpy)
+
+
+def _sums_exactly(scale, low) -> bool:
+    """Whether ``k 2**-24 scale + low`` is exact in float64 for every 24-bit ``k``: its terms'
+    lowest bits and its size span at most 53 bits (so for ``nn.init``'s symmetric bounds)."""
+    scale, low = float(scale), float(low)
+    if not (math.isfinite(scale) and math.isfinite(low)) or scale == 0:
+        return False
+    lowest = min(_lowest_bit(scale) - 24, _lowest_bit(low) if low else 1024)
+    return lowest > -1000 and abs(scale) + abs(low) <= 2.0 ** (53 + lowest)
+
+
+def _lowest_bit(x: float) -> int:
+    """``e`` with ``x = odd * 2**e``."""
+    numerator, denominator = x.as_integer_ratio()
+    return (numerator & -numerator).bit_length() - denominator.bit_length()
+
+
+def _scaled_float32(generator: Generator, n: int, scale, low) -> np.ndarray:
+    """float32 ``uniform_(low, high)`` where the fused multiply-add is exact in float64
+    (``_sums_exactly``): one rounding to float32, as the fused kernel rounds, in a third of the
+    time of ``fma32`` (nn.init draws a model's weights this way)."""
+    draws = generator.uint32(n)
+    draws &= _U64(2**24 - 1)
+    values = draws.astype(np.float64)
+    values *= float(scale) * 2.0**-24
+    values += float(low)
+    return values.astype(np.float32)
 
 
 def random_from_to(generator: Generator, n: int, dtype, low: int, high: int) -> np.ndarray:

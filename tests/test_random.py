@@ -80,6 +80,18 @@ def test_uniform_(torch, n, dtype, low, high):
     same(ours, theirs)
 
 
+@pytest.mark.parametrize("low, high", [(-0.37, 1.91), (-0.04, 0.04), (1e-30, 1e5), (-7e-20, 3.0), (-1e6, 1e-6),
+                                       (123456.7, 123456.9)])
+def test_float32_uniform_without_the_fused_multiply_add_emulation_rounds_as_it_does(low, high):
+    """Bounds whose multiply-add is exact in float64 take one rounding (nn.init's fast path); the
+    others, the emulated FMA: both give what the emulation gives (PyTorch's, tested above)."""
+    draws = [random.uniform(random.Generator().manual_seed(4), 50_000, symgrad.float32, low, high)]
+    low, high = np.float32(low), np.float32(high)
+    unit = random._unit(random.Generator().manual_seed(4), 50_000, symgrad.float32)
+    draws.append(random.fma32(unit, high - low, low))
+    assert np.array_equal(draws[0].view(np.int32), draws[1].view(np.int32))
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("low, high", [(0, 10), (-5, 3), (0, 2**31), (7, 2**40), (-2**50, 2**50)])

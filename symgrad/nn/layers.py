@@ -6,17 +6,24 @@ from __future__ import annotations
 
 import math
 
-from symgrad import creation, dtypes
+from symgrad import dtypes
 from symgrad.grad_mode import no_grad
 from symgrad.nn import functional as F
 from symgrad.nn import init
 from symgrad.nn.module import Module, Parameter
+from symgrad.nodes import constant, lazy_leaf
+from symgrad.tensor import Tensor
 
 
 def _empty(*shape, dtype=None, device=None) -> Parameter:
+    """``torch.empty`` for a parameter that ``reset_parameters`` fills at once: zeros that are
+    never computed unless read (an array made here would only be thrown away)."""
     if device is not None and str(device).split(":")[0] != "cpu":
         raise RuntimeError(f"symgrad runs on the CPU; device {device!r} is not available")
-    return Parameter(creation.zeros(*shape, dtype=dtype or dtypes.get_default_dtype()))
+    for size in shape:
+        if size < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {size}: {list(shape)}")
+    return Parameter(Tensor(lazy_leaf(constant(0.0, shape, dtype or dtypes.get_default_dtype()))))
 
 
 class Identity(Module):

@@ -15,7 +15,7 @@ from symgrad import creation
 from symgrad.inplace import write_values
 from symgrad.ops.elementwise import elementwise
 from symgrad.ops.registry import Example
-from symgrad.optim.optimizer import PerParameter, at_least_zero, per_step
+from symgrad.optim.optimizer import PerParameter, at_least_zero, per_step, zeros_like
 from symgrad.tensor import apply
 
 SECOND_MOMENT = elementwise(
@@ -51,10 +51,11 @@ class Adam(PerParameter):
         state = self.state[p]
         if not state:
             state["step"] = creation.tensor(0.0)
-            state["exp_avg"] = creation.zeros_like(p)
-            state["exp_avg_sq"] = creation.zeros_like(p)
+            self._step_counts[p] = 0
+            state["exp_avg"] = zeros_like(p)
+            state["exp_avg_sq"] = zeros_like(p)
             if group["amsgrad"]:
-                state["max_exp_avg_sq"] = creation.zeros_like(p)
+                state["max_exp_avg_sq"] = zeros_like(p)
         if weight_decay:
             if group["decoupled_weight_decay"]:
                 p.mul_(1 - lr * weight_decay)

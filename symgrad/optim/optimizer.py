@@ -9,6 +9,7 @@ import copy
 import warnings
 from collections import defaultdict
 
+import jax.numpy as jnp
 import numpy as np
 
 from symgrad.grad_mode import enable_grad, no_grad
@@ -136,6 +137,12 @@ def at_least_zero(**values) -> None:
     for name, value in values.items():
         if not value >= 0.0:
             raise ValueError(_WORDING[name].format(value))
+
+
+def zeros_like(p: Tensor) -> Tensor:
+    """A state buffer of zeros, filled where the parameter lives (no host array to copy)."""
+    dtype = p._node.dtype
+    return Tensor(leaf(jnp.zeros(p._node.shape, dtype.numpy), dtype))
 
 
 _per_step: dict = {}  # (number, dtype) -> its 0-d tensor, shared by the parameters of a step

@@ -23,7 +23,7 @@ class RMSprop(PerParameter):
                 state["momentum_buffer"] = creation.zeros_like(p)
             if group["centered"]:
                 state["grad_avg"] = creation.zeros_like(p)
-        state["step"].add_(1)
+        self._next_step(p)
         if group["weight_decay"]:
             grad = grad.add(p, alpha=group["weight_decay"])
         alpha = group["alpha"]
