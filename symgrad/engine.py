@@ -136,7 +136,10 @@ def known_array(node):
 
 def concrete_array(node):
     """The node's array, computed now if needed, unless it depends on a value JAX is tracing
-    (then None): for checks PyTorch makes eagerly on computed inputs (labels in range)."""
+    (then None): for checks PyTorch makes eagerly on computed inputs (labels in range).  A node
+    with a value is not walked (a training loop's labels, every step)."""
+    if node.value is not None:
+        return None if isinstance(node.value, jax.core.Tracer) else array(node)
     walk = Walk()
     walk.add(node, False)
     if any(isinstance(v, jax.core.Tracer) for v in walk.inputs):

@@ -95,6 +95,42 @@ def test_an_adam_loop_compiles_once_its_steps_settle():
     assert counts[-1] == counts[4]  # the bias corrections change every step: taken as inputs
 
 
+@pytest.mark.parametrize("name", ["adam", "adam weight decay amsgrad", "adamw", "rmsprop centered momentum"])
+def test_a_model_trained_with_adam_runs_one_cached_program_per_step(monkeypatch, name):
+    """W6's loop in small (nn.Sequential, cross_entropy, an optimizer): after its first steps,
+    each step is one compiled program found without walking the graph, and nothing compiles,
+    builds SymPy or runs a program of its own for a step count or a bias correction."""
+    import symgrad.engine as engine
+    import symgrad.nodes as nodes
+    import symgrad.tracing as tracing
+    from symgrad.ir import Program
+
+    model = symgrad.nn.Sequential(symgrad.nn.Linear(3, 8), symgrad.nn.ReLU(), symgrad.nn.Linear(8, 4))
+    optimizer = OPTIMIZERS[name](symgrad, model.parameters())
+    x, labels = symgrad.tensor(X), symgrad.tensor(np.arange(5) % 4)
+
+    def step():
+        optimizer.zero_grad()
+        symgrad.nn.functional.cross_entropy(model(x), labels).backward()
+        optimizer.step()
+
+    for _ in range(4):
+        step()
+    compiles, runs = programs.stats.compiles, nodes._programs_run
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a settled training step must not walk its graph or build a Program")
+
+    for module, attribute in ((engine, "Walk"), (tracing, "Walk"), (Program, "__init__")):
+        monkeypatch.setattr(module, attribute, forbidden)
+    for _ in range(30):
+        step()
+    assert programs.stats.compiles == compiles
+    assert nodes._programs_run == runs + 30
+    monkeypatch.undo()
+    assert np.all(np.isfinite(model[0].weight.detach().numpy()))
+
+
 @pytest.mark.parametrize("call", [
     lambda T, p: T.optim.Adam([], lr=0.1), lambda T, p: T.optim.Adam([p * 2]), lambda T, p: T.optim.Adam(p),
     lambda T, p: T.optim.Adam([{"params": [p]}, {"params": [p]}]), lambda T, p: T.optim.Adam([p], lr=-1),

@@ -9,6 +9,7 @@ and ``logsumexp``, which lower to stable JAX forms and whose derivatives (``sigm
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -462,13 +463,24 @@ def _known_values(tensor):
 
 def _check_labels(target, classes, ignore_index):
     """Out-of-range labels raise here, as PyTorch's IndexError; labels that are the result of an op
-    are computed for it (a compiled program has no way to raise), except inside a JAX trace."""
+    are computed for it (a compiled program has no way to raise), except inside a JAX trace.
+    The array checked last is not checked again (a training loop's labels: one copy to the host
+    per step saved)."""
     values = engine.concrete_array(target._node)
-    values = None if values is None else np.asarray(values)
-    if values is not None and values.size:
-        bad = values[((values < 0) | (values >= classes)) & (values != ignore_index)]
+    if values is None or _checked_last[0] == (id(values), classes, ignore_index) and _checked_last[1]() is values:
+        return
+    host = np.asarray(values)
+    if host.size:
+        bad = host[((host < 0) | (host >= classes)) & (host != ignore_index)]
         if bad.size:
             raise IndexError(f"Target {int(bad[0])} is out of bounds.")
+    try:
+        _checked_last[:] = [(id(values), classes, ignore_index), weakref.ref(values)]
+    except TypeError:  # an array type without weak references: checked every time
+        pass
+
+
+_checked_last = [None, lambda: None]  # (id, classes, ignore_index) of the labels checked last, a weak reference
 
 
 # ------------------------------------------------------------------------ embeddings, padding
