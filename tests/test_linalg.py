@@ -148,6 +148,8 @@ ERRORS = {
     "solve_shapes": lambda t: t.linalg.solve(t.eye(3), t.ones(2)),
     "solve_right_shapes": lambda t: t.linalg.solve(t.eye(3), t.ones(3, 2), left=False),
     "solve_dtypes": lambda t: t.linalg.solve(t.eye(3), t.ones(3, dtype=t.float64)),
+    "cross_length": lambda t: t.linalg.cross(t.ones(2), t.ones(2)),
+    "cross_length_negative_dim": lambda t: t.cross(t.ones(3, 2), t.ones(3, 2), dim=-1),
     "matrix_norm_vector": lambda t: t.linalg.matrix_norm(t.ones(3), 2),
     "norm_3d": lambda t: t.linalg.norm(t.ones(2, 3, 3), 2),
     "solve_triangular_vector": lambda t: t.linalg.solve_triangular(t.eye(3), t.ones(3), upper=True),

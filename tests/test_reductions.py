@@ -236,6 +236,10 @@ ERRORS = {
     "norm('fro') over three dims": lambda T, x: x.norm("fro", dim=(0, 1, 1)),
     "vector_norm ord 'fro'": lambda T, x: linalg(T).vector_norm(x, "fro"),
     "argmax of bools": lambda T, x: (x > 0).argmax(),
+    "norm with an order matrix_norm refuses": lambda T, x: x.norm("abc"),
+    "matrix_norm's order is checked before the rank": lambda T, x: linalg(T).matrix_norm(x[0], "abc"),
+    "vector_norm of integers, with a float dtype": lambda T, x: linalg(T).vector_norm(x.long(), dtype=T.float64),
+    "vector_norm of integers, before the dims": lambda T, x: linalg(T).vector_norm(x.long(), dim=5),
 }
 RECORD_TIME_ERRORS = {  # raised by the op's shape and dtype rule: PyTorch's words, then op, shapes, dtypes
     "max() of an empty tensor": lambda T, x: x[:0].max(),

@@ -178,16 +178,18 @@ def _class_axis(logp_shape) -> int:
 
 
 def _infer_nll(nodes, reduction, ignore_index):
+    """PyTorch's checks that raise RuntimeError (nll_loss's public function makes its ValueError ones)."""
     logp, target = nodes
-    if not target.dtype.is_integer:
-        raise ValueError(f"expected scalar type Long but found {target.dtype.name.capitalize()} (nll_loss target)")
+    if target.dtype is not dtypes.int64:
+        raise ValueError(f"expected target dtype to be Long or Byte, but got {dtypes.torch_name(target.dtype)}")
     if not logp.shape:
-        raise ValueError("nll_loss: input must have a class dimension, got a 0-dim tensor")
+        raise ValueError("Expected 1 or more dimensions (got 0)")
     axis = _class_axis(logp.shape)
     expected = logp.shape[:axis] + logp.shape[axis + 1:]
+    if len(logp.shape) <= 2 and len(target.shape) > 1:
+        raise ValueError("0D or 1D target tensor expected, multi-target not supported")
     if target.shape != expected:
-        raise ValueError(f"Expected target of shape {expected} for input of shape {logp.shape} "
-                         f"(input (N, C, d1, ...) takes target (N, d1, ...)), got {target.shape}")
+        raise ValueError(f"Expected target size {list(expected)}, got {list(target.shape)}")
     return (target.shape if reduction == "none" else ()), logp.dtype
 
 
@@ -287,7 +289,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     reduction = legacy_reduction(size_average, reduce, reduction)
-    _same_size(input, target)
+    if target._node.shape != input._node.shape:
+        raise ValueError(f"Using a target size ({target.shape}) that is different to the input size ({input.shape}) "
+                         "is deprecated. Please ensure they have the same size.")
     if target.dtype is not input.dtype:
         raise RuntimeError(f"Found dtype {dtypes.torch_name(target.dtype)} but expected {dtypes.torch_name(input.dtype)}")
     values = _known_values(input)
@@ -387,6 +391,7 @@ def _softmax(op, input, dim, dtype):
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     reduction = legacy_reduction(size_average, reduce, reduction)
+    target = _nll_target(input, target)
     classes = input.shape[_class_axis(input.shape)] if input.ndim else 0
     _check_labels(target, classes, ignore_index)
     attrs = (_reduction(reduction), int(ignore_index))
@@ -397,6 +402,21 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         raise RuntimeError(f"weight tensor should be defined either for all {classes} classes or no classes but "
                            f"got weight tensor of shape: {list(weight.shape)}")
     return apply(NLL_WEIGHTED, input, target, weight, attrs=attrs)
+
+
+def _nll_target(input, target):
+    """PyTorch's checks of nll_loss's shapes that raise ValueError, in its order; a 1-D input's
+    target of one item is that item."""
+    if input.ndim < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {input.ndim})")
+    batch = target.shape[0] if target.ndim else 0
+    if input.ndim != 1 and input.shape[0] != batch:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size ({batch}).")
+    if input.ndim == 1 and target.ndim == 1:
+        if target.shape[0] != 1:
+            raise ValueError(f"For 1D input, 1D target must have size 1, but got target size: {target.shape[0]}")
+        return target.reshape(())
+    return target
 
 
 def _not_differentiable(function, **inputs):
@@ -417,7 +437,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     axis = _class_axis(input.shape)
     logp = log_softmax(input, axis)
-    if target.dtype.is_floating_point:
+    if tuple(target.shape) == tuple(input.shape):  # class probabilities
+        if not target.dtype.is_floating_point:
+            raise RuntimeError("Expected floating point type for target with class probabilities, got "
+                               f"{dtypes.torch_name(target.dtype)}")
         return _cross_entropy_probabilities(logp, target, weight, _reduction(reduction), label_smoothing, axis)
     loss = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
     if not label_smoothing:
@@ -439,8 +462,6 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 
 def _cross_entropy_probabilities(logp, target, weight, reduction, label_smoothing, axis):
-    if tuple(target.shape) != tuple(logp.shape):
-        raise RuntimeError(f"Expected target size {list(logp.shape)}, got {list(target.shape)}")
     classes = logp.shape[axis]
     if label_smoothing:
         target = target * (1 - label_smoothing) + label_smoothing / classes
@@ -689,8 +710,7 @@ def pad(input, pad, mode="constant", value=None):
     if mode == "constant":
         return apply(PAD, input, attrs=("constant", pads, 0.0 if value is None else value))
     if mode not in ("reflect", "replicate", "circular"):
-        raise NotImplementedError(f"F.pad: mode {mode!r} is not supported by symgrad "
-                                  "(constant, reflect, replicate, circular)")
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
     padded = len(pad) // 2
     if input.ndim not in (padded + 1, padded + 2):
         raise NotImplementedError(

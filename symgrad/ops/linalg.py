@@ -294,6 +294,7 @@ def _build_cross(p, node, a, b):
     """Each component ``a[j] b[k] - a[k] b[j]``, written unevaluated (at cross(x, x) it is 0 only
     where x is finite), joined along ``dim``."""
     (dim,), shape, dtype = node.attrs, node.shape, node.dtype.name
+    dim %= len(shape)
     a, b = p.broadcast_to(a, shape), p.broadcast_to(b, shape)
 
     def component(x, i):
@@ -323,7 +324,8 @@ def cross(input, other, dim=None):
                       "with that of linalg.cross in a future release.", UserWarning, stacklevel=2)
         shape = broadcast_shapes(tuple(input.shape), tuple(other.shape))
         dim = next((i for i, n in enumerate(shape) if n == 3), -1)
-    return apply(CROSS, input, other, attrs=(dim_index(dim, max(input.ndim, other.ndim)),))
+    dim_index(dim, max(input.ndim, other.ndim))  # in range; kept as written, for PyTorch's messages
+    return apply(CROSS, input, other, attrs=(dim,))
 
 
 # ----------------------------------------------------------------------- factorizations

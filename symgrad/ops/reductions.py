@@ -384,9 +384,9 @@ def std(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=Non
 # ------------------------------------------------------------------------------ norms
 
 
-def _float_only(x, name):
+def _float_only(x, name, error=ValueError):
     if not x.dtype.is_floating_point:
-        raise ValueError(f"linalg.{name}: Expected a floating point or complex tensor as input. "
+        raise error(f"linalg.{name}: Expected a floating point or complex tensor as input. "
                          f"Got {dtypes.torch_name(x.dtype)}")
 
 
@@ -453,6 +453,7 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
     """``torch.linalg.vector_norm`` for any real ord (2, 1, inf, -inf and 0 have their own forms)."""
     if isinstance(ord, str):
         raise TypeError(f"linalg_vector_norm(): argument 'ord' (position 2) must be Number, not str")
+    _float_only(x, "vector_norm", RuntimeError)  # before dim's checks and the cast to dtype, as PyTorch
     if dtype is not None:
         x = x.to(dtype)
     axes = normalize_dims(dim, x.ndim, empty_means_all=True)
@@ -508,10 +509,10 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
     """``torch.linalg.matrix_norm``: 'fro', 1, -1, inf and -inf are sums and maxima of entries;
     the spectral norms (2, -2: the extreme singular values; 'nuc': their sum) are composed of
     ``svdvals`` as PyTorch composes them."""
-    if A.ndim < 2:
-        raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
     if ord not in MATRIX_ORDERS + SPECTRAL_ORDERS:
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    if A.ndim < 2:
+        raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
     dims = tuple(dim_index(d, A.ndim) for d in dim)
     if len(dims) != 2:
         raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {' '.join(map(str, dim))}")
@@ -540,8 +541,8 @@ def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):
     """``torch.norm``: 'fro' is the 2-norm (of the matrices at ``dim``, a pair); 'nuc' is the
     matrix norm over ``dim`` (the last two if None); a number p is ``vector_norm`` over ``dim``
     (every dimension if None)."""
-    if p == "nuc":
-        return matrix_norm(input, "nuc", (-2, -1) if dim is None else dim, keepdim, dtype=dtype)
+    if isinstance(p, str) and p != "fro":  # 'nuc', or an order matrix_norm refuses
+        return matrix_norm(input, p, (-2, -1) if dim is None else dim, keepdim, dtype=dtype)
     if p == "fro":
         if isinstance(dim, (tuple, list)) and len(dim) > 2:
             raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {' '.join(map(str, dim))}")
