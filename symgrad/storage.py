@@ -75,7 +75,7 @@ def mark(storage: Storage, old, new) -> None:
     """The node ``old`` held values of ``storage`` that an in-place write replaced with ``new``."""
     if old.op is CONST or (old.op is LEAF and old.value is None and old.inputs and old.inputs[0].op is CONST):
         return  # a constant fill is shared between tensors: it is never marked
-    old.written = (storage, storage.version, new)
+    old.written = (storage, storage.version, weakref.ref(new))  # weak: new often holds old
 
 
 def check_saved(nodes) -> None:
@@ -92,12 +92,15 @@ def check_saved(nodes) -> None:
 def _the_write(node, new) -> bool:
     """Whether ``node`` is the in-place op's own result (cast back to the tensor's dtype or not):
     PyTorch's in-place kernels keep the original ``self`` they need, so that is no conflict."""
+    new = new()
     return new is not None and (node is new or (new.op.name == "to" and new.inputs[0] is node))
 
 
 # PyTorch's backward formulas that read their result, not their input (derivatives.yaml)
-SAVES_RESULT = frozenset({"exp", "exp2", "expm1", "sigmoid", "tanh", "relu", "sqrt", "rsqrt", "softmax",
+SAVES_RESULT = frozenset({"exp", "exp2", "expm1", "sigmoid", "tan", "tanh", "relu", "sqrt", "rsqrt", "softmax",
                           "log_softmax"})
+# ...whose gradient reads no tensor (zeros, or the cotangent as it is)
+SAVES_NOTHING = frozenset({"floor", "ceil", "round", "trunc", "frac", "sign", "floor_divide", "cumsum"})
 # ...and those that read an input only for another input's gradient
 PRODUCTS = frozenset({"mul", "matmul", "bmm", "linear", "einsum", "cross"})
 
@@ -108,8 +111,10 @@ def _saves_output(node) -> bool:
 
 def _saves_input(node, position: int) -> bool:
     op = node.op
-    if not op.saves or op.name in SAVES_RESULT:
+    if not op.saves or op.name in SAVES_RESULT or op.name in SAVES_NOTHING:
         return False
+    if op.name in ("nll_loss", "nll_loss_weighted"):  # the log-probabilities are not read, the labels are
+        return position > 0
     inputs = node.inputs
     if op.name in PRODUCTS:
         return any(n.requires_grad for k, n in enumerate(inputs) if k != position)
@@ -121,11 +126,12 @@ def _saves_input(node, position: int) -> bool:
 
 def _refuse(written, saved_output=None) -> None:
     """PyTorch names the saving node for a saved output, else the tensor's grad_fn after the write."""
-    storage, version, node = written
-    grad_fn = grad_fn_of(saved_output or node)
+    storage, version, new = written
+    node = saved_output or new()
+    grad_fn = grad_fn_of(node) if node is not None else None
     made_by = "" if grad_fn is None else f", which is output 0 of {type(grad_fn).__name__.removesuffix('Backward0')}"
-    kind = f"torch.{dtypes.torch_name(node.dtype)}Tensor"
-    shape = list(node.shape)
+    kind = f"torch.{dtypes.torch_name(node.dtype)}Tensor" if node is not None else "a tensor"
+    shape = list(node.shape) if node is not None else "?"
     raise RuntimeError(f"one of the variables needed for gradient computation has been modified by an inplace "
                        f"operation: [{kind} {shape}]{made_by}, is at version {storage.version}; expected version "
                        f"{version} instead. Hint: enable anomaly detection to find the operation that failed to "

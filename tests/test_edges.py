@@ -509,3 +509,19 @@ def test_lerp_takes_a_0d_weight_of_another_dtype_as_a_number(torch):
         return out.tolist(), str(out.dtype), type(out.grad_fn).__name__, a.grad.tolist()
 
     assert run(symgrad) == run(torch)
+
+
+def test_convolution_padding_meets_an_infinite_kernel_as_pytorchs(torch):
+    """Was: XLA's padding skips the padded zeros, so conv2d with an inf weight gave numbers at the
+    border where PyTorch's kernel multiplies 0 by inf (NaN); its gradients stay PyTorch's."""
+    x, w = np.ones((1, 2, 4, 4)), np.ones((3, 2, 3, 3))
+    w[0, 0, 0, 0] = np.inf
+    weights = np.linspace(-1, 1, 24).reshape(1, 3, 2, 4)
+    results = []
+    for T in (symgrad, torch):
+        xt, wt = T.tensor(x, requires_grad=True), T.tensor(w, requires_grad=True)
+        y = T.nn.functional.conv2d(xt, wt, padding=1, stride=(2, 1))
+        (y * T.tensor(weights)).sum().backward()
+        results.append([np.asarray(t.detach().numpy()) for t in (y, xt.grad, wt.grad)])
+    for ours, theirs in zip(*results):  # NaN and inf where PyTorch's are; numbers to rounding
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=0)

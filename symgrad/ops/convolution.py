@@ -14,7 +14,7 @@ import sympy as sp
 from symgrad import dtypes
 from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad import ir
-from symgrad.ir.linalg import ArgmaxMask, Conv, Patches, WindowMax, conv_output_size, dilated, emit
+from symgrad.ir.linalg import ArgmaxMask, Conv, Pad, Patches, WindowMax, conv_output_size, dilated, emit
 from symgrad.nodes import leaf
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import Tensor, apply
@@ -74,6 +74,10 @@ def _infer_conv(nodes, stride, padding, dilation, groups):
 def _build_conv(p, node, x, w, *bias):
     stride, padding, dilation, groups = node.attrs
     tup = lambda values: sp.Tuple(*(sp.Tuple(*v) if isinstance(v, tuple) else v for v in values))  # noqa: E731
+    if any(lo or hi for lo, hi in padding):  # zeros that meet the kernel, as PyTorch's: XLA's own padding
+        # skips them, and an inf in the kernel gave numbers where PyTorch's convolution has NaN
+        x = emit(p, Pad, x, sp.S.Zero, tup(((0, 0), (0, 0), *padding)), hint="padded")
+        padding = tuple((0, 0) for _ in padding)
     out = emit(p, Conv, x, w, tup(stride), tup(padding), tup((1,) * len(stride)), tup(dilation), sp.Integer(groups),
                sp.Integer(1), hint="conv")
     if not bias:
