@@ -11,7 +11,8 @@ from symgrad.inplace import write_values
 from symgrad.ops.elementwise import elementwise
 from symgrad.ops.registry import Example
 from symgrad.optim.optimizer import Optimizer, at_least_zero
-from symgrad.tensor import apply
+from symgrad.nodes import lazy_leaf
+from symgrad.tensor import Tensor, apply
 
 SGD_UPDATE = elementwise("sgd_update", "SubBackward0", lambda p, g, lr: p - lr * g,
                          reference=lambda p, g, lr: p - lr * g, torch_fn=lambda t, p, g, lr: p - lr * g,
@@ -48,7 +49,8 @@ class SGD(Optimizer):
                 if momentum:  # the buffer is a leaf updated in place, so it is computed with p and never chains
                     buffer = self.state[p].get("momentum_buffer")
                     if buffer is None:
-                        buffer = self.state[p]["momentum_buffer"] = g.detach().clone()  # not .grad itself
+                        # a leaf of its own (PyTorch clones the gradient): not a view of .grad
+                        buffer = self.state[p]["momentum_buffer"] = Tensor(lazy_leaf(g._node))
                     else:
                         write_values(buffer, (buffer * momentum + (1 - dampening) * g)._node)
                     g = g + momentum * buffer if group["nesterov"] else buffer
