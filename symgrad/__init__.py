@@ -13,8 +13,8 @@ _jax.config.update("jax_enable_x64", True)
 from symgrad import ir  # noqa: E402  (the IR first: codegen imports it)
 from symgrad.dtypes import (Size, bool_ as bool, device, dtype, float16, float32, float64,  # noqa: E402
                             get_default_dtype, int32, int64, set_default_dtype)
-from symgrad.grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,  # noqa: E402
-                               set_grad_enabled)
+from symgrad.grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,  # noqa: E402
+                               no_grad, set_grad_enabled)
 from symgrad.tensor import Tensor  # noqa: E402
 from symgrad.devices import accelerator, cuda, get_default_device, set_default_device  # noqa: E402
 from symgrad.legacy_types import (BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor,  # noqa: E402

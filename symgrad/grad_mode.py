@@ -8,6 +8,10 @@ import threading
 
 class _State(threading.local):
     enabled = True  # each thread starts with grad mode on
+    inference = False  # inside inference_mode: new tensors are inference tensors
+
+
+inference_active = [0]  # inference_mode blocks open in any thread: while 0, new tensors need not ask
 
 
 _state = _State()
@@ -15,6 +19,10 @@ _state = _State()
 
 def is_grad_enabled() -> bool:
     return _state.enabled
+
+
+def is_inference_mode_enabled() -> bool:
+    return _state.inference
 
 
 def _set(enabled: bool) -> None:
@@ -89,16 +97,23 @@ class enable_grad(_GradMode):
 
 
 class inference_mode(_GradMode):
-    """Like ``no_grad`` (``inference_mode(False)`` leaves grad mode as it is)."""
+    """``no_grad`` whose results are inference tensors (``Tensor.is_inference()``): PyTorch refuses
+    to save them for a backward, or to write them in place, outside this mode.  As PyTorch's,
+    ``inference_mode(False)`` turns grad mode on and inference mode off."""
 
     def __init__(self, mode: bool = True):
-        self.mode = mode
+        self.mode = bool(mode)
 
     def __enter__(self):
-        self._previous = is_grad_enabled()
-        if self.mode:
-            _set(False)
+        self._previous = (_state.enabled, _state.inference)
+        _state.enabled, _state.inference = not self.mode, self.mode
+        inference_active[0] += 1
         return self
+
+    def __exit__(self, *exc):
+        _state.enabled, _state.inference = self._previous
+        inference_active[0] -= 1
+        return False
 
     def _recreate_cm(self):
         return inference_mode(self.mode)

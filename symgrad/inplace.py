@@ -94,7 +94,12 @@ def _refresh(member: Tensor) -> None:
 
 
 def check_writable(tensor: Tensor, name: str) -> None:
-    """PyTorch's refusals of an in-place write into a view, made before anything is recorded."""
+    """PyTorch's refusals of an in-place write into an inference tensor or a view, made before
+    anything is recorded."""
+    if tensor._inference and not _grad_state.inference:
+        raise RuntimeError(f"Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
+                           f"clone to get a normal tensor before doing inplace update.See "
+                           f"https://github.com/pytorch/rfcs/pull/17 for more details. [{name}]")
     child, grad = tensor, _grad_state.enabled
     while child._view is not None:
         parent, step, made_with_grad = child._view
@@ -130,7 +135,7 @@ def apply_inplace(tensor: Tensor, name: str, compute) -> Tensor:
     ``tensor`` moves to it (cast back to its dtype; PyTorch's errors for a wider dtype or a shape
     that broadcasting changed, and for a leaf that requires grad under grad mode)."""
     node = tensor._node
-    if tensor._view is not None:
+    if tensor._view is not None or tensor._inference:
         check_writable(tensor, name)
     if node.requires_grad and node.op is LEAF and _grad_state.enabled:
         raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation "
@@ -158,7 +163,7 @@ def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
     Under grad mode a tensor with history records the fill (its gradient is zero), as PyTorch.
     """
     node = tensor._node
-    if tensor._view is not None:
+    if tensor._view is not None or tensor._inference:
         check_writable(tensor, name)
     if is_grad_enabled() and node.requires_grad:
         if node.op is LEAF:

@@ -50,8 +50,10 @@ def storage_of(tensor) -> Storage:
 
 
 def viewed(parent, child, step):
-    """``child`` aliases ``parent`` through ``step``; returns child."""
+    """``child`` aliases ``parent`` through ``step``; returns child (an inference tensor if its
+    parent is one, as PyTorch's views)."""
     storage_of(parent).add(child)
+    child._inference = parent._inference
     child._storage = parent._storage
     child._view = (parent, step, _grad_state.enabled)
     return child
@@ -84,7 +86,7 @@ def check_saved(nodes) -> None:
         if node.written is not None and _saves_output(node):
             _refuse(node.written, node)
         for position, i in enumerate(node.inputs):
-            if i.written is not None and _saves_input(node, position) and not (
+            if i.written is not None and saves_input(node, position) and not (
                     position == 0 and _the_write(node, i.written[2])):
                 _refuse(i.written)
 
@@ -109,7 +111,8 @@ def _saves_output(node) -> bool:
     return node.op.name in SAVES_RESULT or node.op.name == "pow" and node.inputs[1].requires_grad
 
 
-def _saves_input(node, position: int) -> bool:
+def saves_input(node, position: int) -> bool:
+    """Whether PyTorch's backward of ``node`` keeps its input at ``position``."""
     op = node.op
     if not op.saves or op.name in SAVES_RESULT or op.name in SAVES_NOTHING:
         return False

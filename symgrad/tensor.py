@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from symgrad import dtypes, engine, kinds, storage
 from symgrad.formatting import format_tensor
 from symgrad.grad_mode import _state as _grad_state
-from symgrad.grad_mode import is_grad_enabled
+from symgrad.grad_mode import inference_active, is_grad_enabled
 from symgrad.higher_order import gradient_node
 from symgrad.nodes import LEAF, Node, combine, grad_fn_of, lazy_leaf, leaf, outlived, scalar
 from symgrad.tracing import gradient_path
@@ -26,7 +26,7 @@ from symgrad.tracing import gradient_path
 
 class Tensor:
     # _hooks: unset until one is registered; _view, _storage: see symgrad.storage
-    __slots__ = ("_node", "_grad", "_view", "_storage", "_hooks", "__weakref__")
+    __slots__ = ("_node", "_grad", "_view", "_storage", "_inference", "_hooks", "__weakref__")
     __array_priority__ = 1000  # numpy defers to us: np.float32(0.1) * t is a Tensor, as in PyTorch
 
     def __init__(self, node: Node = None, *sizes):
@@ -34,6 +34,9 @@ class Tensor:
             node = legacy_leaf(dtypes.get_default_dtype(), () if node is None else (node, *sizes))
         self._node = node
         self._grad = self._view = self._storage = None
+        self._inference = False
+        if inference_active[0] and _grad_state.inference:  # made in inference_mode
+            self._inference = _inference_made[0] = True
         if node.requires_grad and node.op is LEAF:
             node.owner = weakref.ref(self)
 
@@ -55,6 +58,8 @@ class Tensor:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to "
                                "use a computed variable in a subgraph that doesn't require differentiation "
                                "use var_no_grad = var.detach().")
+        if requires_grad and self._inference and not _grad_state.inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.")
         if requires_grad and not node.dtype.is_floating_point:
             raise RuntimeError(f"only Tensors of floating point dtype can require gradients "
                                f"(requires_grad_ on a tensor of dtype {node.dtype}, shape {tuple(node.shape)})")
@@ -108,6 +113,9 @@ class Tensor:
     def detach_(self) -> "Tensor":
         self._rebind(lazy_leaf(self._node))
         return self
+
+    def is_inference(self) -> bool:
+        return bool(self._inference)
 
     @property
     def _base(self):
@@ -332,7 +340,23 @@ def apply(op, *args, attrs: tuple = ()) -> Tensor:
         nodes = tuple([a._node if a.__class__ is Tensor else as_node(a) for a in args])
     if op.view:
         return storage.viewed(args[0], Tensor(record(op, nodes, attrs)), (op, attrs))
-    return Tensor(record(op, nodes, attrs))
+    node = record(op, nodes, attrs)
+    if _inference_made[0] and node.requires_grad:
+        _refuse_saved_inference(node, args)
+    return Tensor(node)
+
+
+_inference_made = [False]  # until an inference tensor exists, recording asks nothing of its inputs
+
+
+def _refuse_saved_inference(node, args) -> None:
+    """PyTorch's error when an op recorded for backward keeps an inference tensor."""
+    for position, a in enumerate(args):
+        if isinstance(a, Tensor) and a._inference and storage.saves_input(node, position):
+            raise RuntimeError("Inference tensors cannot be saved for backward. Please do not use Tensors created in "
+                               "inference mode in computation tracked by autograd. To work around this, you can make "
+                               "a clone to get a normal tensor and use it in autograd, or use `torch.no_grad()` "
+                               f"instead of `torch.inference_mode()`. [{node.op.name} on {_describe(node.inputs)}]")
 
 
 def record(op, nodes: tuple, attrs: tuple = ()) -> Node:

@@ -691,7 +691,7 @@ def _infer_svd(nodes, part, full):
 
 SVD = register(Op("svd", "LinalgSvdBackward0", _infer_svd, _factor(Svd, "svd"),
                   # full matrices only where the factor is the reduced one (extra columns are any basis;
-                  # jax.grad refuses them), so the reference computes the reduced SVD
+                  # JAX refuses to differentiate them), so the reference computes the reduced SVD
                   reference=lambda a, part, full: jnp.linalg.svd(a, full_matrices=False)[part],
                   torch_fn=lambda t, a, part, full: t.linalg.svd(a, full_matrices=full)[part],
                   examples=(Example(((4, 3),), (0, False), up_to_sign=True), Example(((2, 3, 5),), (1, False)),
