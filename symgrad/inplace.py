@@ -49,7 +49,7 @@ def assign(tensor: Tensor, node: Node) -> None:
         ancestors = {id(parent) for parent in _write_up(tensor)}
         for member in storage.live():
             if member._view is not None and id(member) not in ancestors:
-                _refresh(member)
+                _refresh(member, member is not tensor)
     storage.version += 1
 
 
@@ -77,8 +77,9 @@ def _write_up(tensor: Tensor) -> list:
     return written
 
 
-def _refresh(member: Tensor) -> None:
-    """A view made again from its parent's new node, in the grad mode it was made in."""
+def _refresh(member: Tensor, replaced: bool) -> None:
+    """A view made again from its parent's new node, in the grad mode it was made in; its old
+    node is marked if it held the old values (not when it is the written tensor's new one)."""
     parent, step, made_with_grad = member._view
     old = member._node
     if step in (DETACH, DATA):
@@ -89,7 +90,8 @@ def _refresh(member: Tensor) -> None:
             new = record(VIEW_OF, (parent._node,), step)
         finally:
             _grad_state.enabled = previous
-    mark(member._storage, old, new)
+    if replaced:
+        mark(member._storage, old, new)
     member._rebind(new)
 
 

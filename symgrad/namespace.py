@@ -22,7 +22,7 @@ def publish(namespace: dict, functional) -> None:
             for name in names.function:
                 namespace[name] = accepting_out(function, name)
             for name in names.functional:
-                setattr(functional, name, function)
+                setattr(functional, name, _taking_inplace(function, name) if names.functional_inplace else function)
             for name in names.method:
                 setattr(Tensor, name, function)
             for name in names.reflected:
@@ -37,6 +37,16 @@ def _reflected(function, name):
         return function(other, self)
     method.__name__ = name
     return method
+
+
+def _taking_inplace(function, name):
+    """``F.relu(input, inplace=True)``: with ``inplace``, the result is written into ``input``."""
+    @functools.wraps(function)
+    def taking(input, *args, inplace: bool = False, **kwargs):
+        if inplace:
+            return apply_inplace(input, name, lambda: function(input, *args, **kwargs))
+        return function(input, *args, **kwargs)
+    return taking
 
 
 def _inplace(function, name):

@@ -118,7 +118,22 @@ def saved_values_untouched(T):
     return dict(grad=x.grad, h=h, z=z, version=h._version)
 
 
-SCENARIOS = [slice_of_a_result_written, base_written_views_see_it, writes_through_views_without_grad,
+def activations_in_place(T):
+    """``F.relu(x, inplace=True)`` and friends write into x, through a view too."""
+    x = T.tensor(X4, requires_grad=True)
+    results = {}
+    for names in (["relu"], ["silu"], ["silu", "relu"], ["hardswish"], ["mish"], ["hardsigmoid"], ["leaky_relu"]):
+        y = x * 1
+        for name in names:
+            out = getattr(T.nn.functional, name)(y.view(2, 2), inplace=True)
+        y.sum().backward()
+        key = "+".join(names)
+        results.update({key: (out._base is y, _name(y), y._version), key + " grad": x.grad.clone(), key + " y": y})
+        x.grad = None
+    return results
+
+
+SCENARIOS = [activations_in_place, slice_of_a_result_written, base_written_views_see_it, writes_through_views_without_grad,
              detach_and_data_share_storage, view_written_with_history, diagonal_written_with_history,
              no_grad_write_into_a_view_of_a_parameter, a_module_state_dict_shares_its_parameters,
              saved_values_untouched]

@@ -24,8 +24,8 @@ WITH_PARAMETER = (Example(((3, 4), ()), scalars={1: 0.2}), Example(((7,), ()), s
 SQRT_HALF, SQRT_2_OVER_PI = 1 / math.sqrt(2), math.sqrt(2 / math.pi)
 
 
-def _functional(name):
-    return Names(functional=(name,))
+def _functional(name, inplace=False):
+    return Names(functional=(name,), functional_inplace=inplace)
 
 
 def _elu_like(a, negative):
@@ -50,7 +50,7 @@ SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.050700987355480493
 SELU = elementwise("selu", "EluBackward0",
                    lambda a: SELU_SCALE * _elu_like(a, SELU_ALPHA * expm1(a)),
                    float_result=True, reference=jax.nn.selu, torch_fn=lambda t, a: t.nn.functional.selu(a),
-                   domain=KINKED, names=_functional("selu"), refuse=refuse_kernel("elu_cpu", *NOT_FLOAT))
+                   domain=KINKED, names=_functional("selu", inplace=True), refuse=refuse_kernel("elu_cpu", *NOT_FLOAT))
 GELU = elementwise("gelu", "GeluBackward0", lambda a: a * (1 + sp.erf(a * SQRT_HALF)) / 2, float_result=True,
                    reference=lambda a: jax.nn.gelu(a, approximate=False),
                    torch_fn=lambda t, a: t.nn.functional.gelu(a), refuse=refuse_kernel("GeluKernelImpl", *NOT_FLOAT))
@@ -61,7 +61,7 @@ GELU_TANH = elementwise("gelu_tanh", "GeluBackward0",
                         refuse=refuse_kernel("GeluKernelImpl", *NOT_FLOAT))
 MISH = elementwise("mish", "MishBackward0", lambda a: a * sp.tanh(ir.softplus(a)), float_result=True,
                    reference=lambda a: a * jnp.tanh(jax.nn.softplus(a)), torch_fn=lambda t, a: t.nn.functional.mish(a),
-                   refuse=refuse_kernel("mish_cpu", *NOT_FLOAT), names=_functional("mish"))
+                   refuse=refuse_kernel("mish_cpu", *NOT_FLOAT), names=_functional("mish", inplace=True))
 HARDTANH = elementwise("hardtanh", "HardtanhBackward0", ir.hardtanh, reference=lambda a, lo, hi: jnp.clip(a, lo, hi),
                        refuse=refuse_bool("Bool inputs not supported for hardtanh"),
                        torch_fn=lambda t, a, lo, hi: t.nn.functional.hardtanh(a, lo, hi), domain=("kinked", "real", "real"),
@@ -86,12 +86,12 @@ HARDSIGMOID = elementwise("hardsigmoid", "HardsigmoidBackward0", _hardsigmoid,
                           float_result=True, reference=lambda a: jnp.clip(a / 6 + 0.5, 0, 1),
                           torch_fn=lambda t, a: t.nn.functional.hardsigmoid(a), domain=KINKED,
                           refuse=refuse_kernel("hardsigmoid_cpu", *NOT_FLOAT),
-                          names=_functional("hardsigmoid"))
+                          names=_functional("hardsigmoid", inplace=True))
 HARDSWISH = elementwise("hardswish", "HardswishBackward0", ir.hardswish, float_result=True,
                         reference=lambda a: a * jnp.clip(a + 3, 0, 6) / 6,
                         torch_fn=lambda t, a: t.nn.functional.hardswish(a), domain=KINKED,
                         refuse=refuse_kernel("hardswish_cpu", *NOT_FLOAT),
-                        names=_functional("hardswish"))
+                        names=_functional("hardswish", inplace=True))
 
 
 @LEAKY_RELU.publish(Names(functional=("leaky_relu",)))

@@ -188,7 +188,7 @@ SIGMOID = elementwise("sigmoid", "SigmoidBackward0", ir.sigmoid, float_result=Tr
                       names=Names(("sigmoid",), ("sigmoid",), ("sigmoid",), inplace=("sigmoid_",)))
 RELU = elementwise("relu", "ReluBackward0", ir.relu, reference=lambda a: jnp.maximum(a, 0),
                    refuse=refuse_bool("Boolean inputs not supported for relu"),
-                   torch_fn=lambda t, a: t.relu(a), domain=("kinked",), names=Names(("relu",), ("relu",), ("relu",), inplace=("relu_",)))
+                   torch_fn=lambda t, a: t.relu(a), domain=("kinked",), names=Names(("relu",), ("relu",), ("relu",), inplace=("relu_",), functional_inplace=True))
 ABS = elementwise("abs", "AbsBackward0", sp.Abs, reference=jnp.abs, torch_fn=lambda t, a: t.abs(a),
                   refuse=refuse_kernel("abs_cpu", dtypes.BOOLEAN),
                   domain=("kinked",), names=public_names("abs", "__abs__"))
@@ -199,7 +199,7 @@ SOFTPLUS = elementwise("softplus", "SoftplusBackward0", ir.softplus, float_resul
 SILU = elementwise("silu", "SiluBackward0", lambda a: a * ir.sigmoid(a), float_result=True,
                    refuse=refuse_kernel("silu_cpu", dtypes.BOOLEAN, dtypes.INTEGER),
                    reference=lambda a: a / (1 + jnp.exp(-a)), torch_fn=lambda t, a: t.nn.functional.silu(a),
-                   names=Names(functional=("silu",)))
+                   names=Names(functional=("silu",), functional_inplace=True))
 LOGSIGMOID = elementwise("log_sigmoid", "LogSigmoidBackward0", lambda a: -ir.softplus(-a), float_result=True,
                          refuse=refuse_kernel("log_sigmoid_cpu", dtypes.BOOLEAN, dtypes.INTEGER),
                          reference=lambda a: -jnp.logaddexp(-a, 0.0),

@@ -36,6 +36,7 @@ class Names:
     method: tuple = ()
     reflected: tuple = ()
     inplace: tuple = ()
+    functional_inplace: bool = False  # the functional spellings take PyTorch's inplace=False argument
 
 
 @dataclass(eq=False, repr=False)
