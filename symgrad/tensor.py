@@ -19,9 +19,7 @@ from symgrad import dtypes, engine, kinds, storage
 from symgrad.formatting import format_tensor
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import inference_active, is_grad_enabled
-from symgrad.higher_order import gradient_node
 from symgrad.nodes import LEAF, Node, combine, grad_fn_of, lazy_leaf, leaf, outlived, scalar
-from symgrad.tracing import gradient_path
 
 
 class Tensor:
@@ -137,18 +135,10 @@ class Tensor:
         seed = None if gradient is None else _gradient_node(gradient, root)
         if isinstance(inputs, Tensor):
             inputs = [inputs]
-        if create_graph:
+        if create_graph:  # symgrad.tensor_methods
             self._backward_creating_graph(seed, inputs)
         else:
             engine.backward(root, seed, bool(retain_graph), inputs)
-
-    def _backward_creating_graph(self, seed, inputs) -> None:
-        """Each ``.grad`` becomes a recorded gradient (symgrad.higher_order), added out of place to
-        what it held, as PyTorch does under ``create_graph``; the graph is kept."""
-        for node in gradient_path(self._node, inputs)[1]:
-            owner = node.owner()
-            gradient = Tensor(gradient_node(self._node, node, seed))
-            owner._grad = gradient if owner._grad is None else owner._grad + gradient
 
     def _set_grad(self, node: Node) -> None:
         """``backward`` filled this tensor's gradient: the same ``.grad`` tensor takes new values."""

@@ -6,10 +6,12 @@ The ops' own methods (``exp``, ``__add__``, ``add_`` ...) come from the registry
 from __future__ import annotations
 
 from symgrad import creation, devices, dtypes, engine, hooks
+from symgrad.autograd.gradients import hooked_gradients
 from symgrad.inplace import copy_, data, fill_inplace
 from symgrad.nodes import leaf
 from symgrad.ops import shape as S
 from symgrad.tensor import Tensor
+from symgrad.tracing import gradient_path
 
 
 def _to(self, *args, **kwargs):
@@ -47,23 +49,40 @@ def register_post_accumulate_grad_hook(self, hook) -> hooks.RemovableHandle:
     return hooks.on_tensor(self, "post", hook)
 
 
+def _backward_creating_graph(self, seed, inputs) -> None:
+    """Each ``.grad`` becomes a recorded gradient (symgrad.higher_order), added out of place to
+    what it held, as PyTorch does under ``create_graph``, hooks run on the way; the graph is kept."""
+    owners = [node.owner() for node in gradient_path(self._node, inputs)[1]]
+    for owner, gradient in zip(owners, hooked_gradients(self._node, seed, owners)):
+        owner._grad = gradient if owner._grad is None else owner._grad + gradient
+        for hook in hooks.of_leaf(owner, "post") if owner._node.is_leaf else ():
+            hook(owner)
+
+
 def _on_arrays(hook, shape, dtype):
-    """The user's hook as the engine calls it: an array in, an array or None out, PyTorch's errors."""
+    """The user's hook as the engine calls it: an array in, an array or None out, PyTorch's errors;
+    ``run.on_tensor`` is the same hook on a recorded gradient (``create_graph``)."""
     name = getattr(hook, "__name__", type(hook).__name__)
 
-    def run(array):
-        result = hook(Tensor(leaf(array, dtype, shape=shape)))
+    def on_tensor(gradient):
+        result = hook(gradient)
         if result is None:
             return None
         if not isinstance(result, Tensor):
             raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
         if tuple(result.shape) != shape:
             raise RuntimeError(f"hook '{name}' has changed the size of value")
-        return engine.array(result._node)
+        return result
+
+    def run(array):
+        result = on_tensor(Tensor(leaf(array, dtype, shape=shape)))
+        return None if result is None else engine.array(result._node)
+    run.on_tensor = on_tensor
     return run
 
 
 METHODS = {
+    "_backward_creating_graph": _backward_creating_graph,
     "register_hook": register_hook,
     "register_post_accumulate_grad_hook": register_post_accumulate_grad_hook,
     "__pos__": lambda a: a,

@@ -108,3 +108,36 @@ def test_assigning_a_non_tensor_grad(torch):
             x.grad = 3
         with pytest.raises(RuntimeError, match=r"attempting to assign a gradient of size '\[2\]' to a tensor of size"):
             x.grad = T.ones(2)
+
+
+def _hooked_create_graph(T, case):
+    """Hooks under ``create_graph``: replacing an intermediate's gradient, watching one, and a leaf's."""
+    x = T.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    w = T.tensor([1.5, 0.5, -0.25], requires_grad=True)
+    seen, post = [], []
+    h = x * w
+    if case in ("intermediate", "both"):
+        h.register_hook(lambda g: g.clamp(-1, 2.5) * 3)
+    u = h.sin()
+    u.register_hook(lambda g: seen.append(g.detach().clone()))
+    if case in ("leaf", "both"):
+        x.register_hook(lambda g: g * g + 1)
+        x.register_post_accumulate_grad_hook(lambda t: post.append(t.grad.detach().clone()))
+    loss = (u * u).sum() + (h * 2).sum()
+    if case == "autograd.grad":
+        h.register_hook(lambda g: g * 0.5)
+        gx, gw = T.autograd.grad(loss, [x, w], create_graph=True)
+    else:
+        loss.backward(create_graph=True)
+        gx, gw = x.grad, w.grad
+    assert gx.requires_grad
+    return [gx, gw, *seen, *post]
+
+
+@pytest.mark.parametrize("case", ["none", "intermediate", "leaf", "both", "autograd.grad"])
+def test_hooks_run_under_create_graph(case, torch):
+    """Was: backward(create_graph=True) ran no hook at all."""
+    ours, theirs = _hooked_create_graph(symgrad, case), _hooked_create_graph(torch, case)
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6, atol=1e-6)

@@ -5,7 +5,7 @@ from symgrad import hooks
 from symgrad.creation import zeros_like
 from symgrad.higher_order import gradient_node
 from symgrad.tensor import Tensor, as_node
-from symgrad.tracing import gradient_path
+from symgrad.tracing import Walk, gradient_path
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, inputs=None):
@@ -64,8 +64,48 @@ def differentiable_gradients(outputs, seeds, inputs) -> list:
         if seed is None and output.numel() != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
         reached = set(gradient_path(output._node, None)[0]) | {output._node}
+        used = [t for t in inputs if t._node is output._node or any(t._node in n.inputs for n in reached)]
+        terms = iter(hooked_gradients(output._node, None if seed is None else as_node(seed), used))
         for k, t in enumerate(inputs):
-            if t._node is output._node or any(t._node in n.inputs for n in reached):
-                term = Tensor(gradient_node(output._node, t._node, None if seed is None else as_node(seed)))
+            if any(t is u for u in used):
+                term = next(terms)
                 result[k] = term if result[k] is None else result[k] + term
     return result
+
+
+def hooked_gradients(root, seed, tensors) -> list:
+    """The differentiable gradients of ``root`` (weighted by ``seed``) w.r.t. ``tensors``, with the
+    hooks on the way run on recorded gradients, as PyTorch runs them under ``create_graph``.
+
+    A hook that replaces the gradient at ``h`` by ``g'`` changes every gradient below it by the
+    vector-Jacobian product of ``g' - g`` from ``h``: hooked nodes are taken nearest the root first,
+    each correction is one more gradient node, and a graph without hooks is one gradient node."""
+    order = Walk()
+    order.add(root, True)
+    cuts = sorted(hooks.cuts(list(order.order)), key=order.index.__getitem__, reverse=True)
+    corrections = []  # (hooked node, the nodes below it, the change its hooks made)
+
+    def gradient_at(node):
+        total = Tensor(gradient_node(root, node, seed))
+        for hooked, below, change in corrections:
+            if node in below:
+                total = total + Tensor(gradient_node(hooked, node, change._node))
+        return total
+
+    for node in cuts:
+        given = gradient_at(node)
+        changed = _hooked(hooks.on_nodes.get(node, {}).values(), given)
+        if changed is not given:
+            below = Walk()
+            below.add(node, True)
+            corrections.append((node, below.index, changed - given))
+    return [_hooked(hooks.of_leaf(t, "grad") if t._node.is_leaf else (), gradient_at(t._node)) for t in tensors]
+
+
+def _hooked(functions, gradient):
+    """The gradient after each of the user's hooks in turn (None leaves it as it is)."""
+    for function in list(functions):
+        result = function.on_tensor(gradient)
+        if result is not None:
+            gradient = result
+    return gradient
