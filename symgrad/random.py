@@ -236,9 +236,36 @@ def uniform(generator: Generator, n: int, dtype, low: float = 0.0, high: float =
     if (low, high) == (0, 1):  # u * 1 + 0 is u: rand() skips the multiply-add
         return _unit(generator, n, dtype)
     low, high = dtype.numpy.type(low), dtype.numpy.type(high)
-    if dtype is dtypes.float32 and _sums_exactly(high - low, low):
-        return _scaled_float32(generator, n, high - low, low)
+    if dtype is dtypes.float32:
+        lattice = _lattice(high - low, low)
+        if lattice is not None:
+            return _lattice_float32(generator, n, *lattice)
+        if _sums_exactly(high - low, low):
+            return _scaled_float32(generator, n, high - low, low)
     return _fma(dtype)(_unit(generator, n, dtype), high - low, low).astype(dtype.numpy)
+
+
+def _lattice(scale, low):
+    """``(step, offset)`` with ``k 2**-24 scale + low == (k + offset) step`` exactly for every
+    24-bit ``k``, ``step`` a positive float32 and ``k + offset`` exact in float32; else None.
+    Symmetric bounds (nn.init's) and bounds from zero lie on such a lattice."""
+    step = _F32(scale) * _F32(2.0**-24)
+    if not 0 < step < np.inf or float(step) * 2.0**24 != float(scale):  # step rounded (subnormal)
+        return None
+    ratio = float(low) / float(step)
+    if not -2**24 <= ratio <= 1 or round(ratio) * float(step) != float(low):  # exact: 25 bits times 24
+        return None
+    return step, round(ratio)
+
+
+def _lattice_float32(generator: Generator, n: int, step, offset: int) -> np.ndarray:
+    """float32 ``uniform_(low, high)`` on a lattice (``_lattice``): the fused multiply-add's one
+    rounding is the float32 product's, so the draws stay float32 (the model build's speed)."""
+    draws = generator.uint32(n)
+    draws &= _U64(2**24 - 1)
+    values = np.add(draws, _F32(offset), dtype=np.float32)  # exact: |k + offset| <= 2**24
+    values *= step
+    return values
 
 
 def _sums_exactly(scale, low) -> bool:

@@ -81,15 +81,24 @@ def test_uniform_(torch, n, dtype, low, high):
 
 
 @pytest.mark.parametrize("low, high", [(-0.37, 1.91), (-0.04, 0.04), (1e-30, 1e5), (-7e-20, 3.0), (-1e6, 1e-6),
-                                       (123456.7, 123456.9)])
+                                       (123456.7, 123456.9), (-0.03571428571428571, 0.03571428571428571),
+                                       (0.0, 5.0), (-0.25, 0.75), (-3e-30, 3e-30), (-1e-33, 1e-33), (-1e38, 1e38),
+                                       (2.0, 3.0)])
 def test_float32_uniform_without_the_fused_multiply_add_emulation_rounds_as_it_does(low, high):
-    """Bounds whose multiply-add is exact in float64 take one rounding (nn.init's fast path); the
-    others, the emulated FMA: both give what the emulation gives (PyTorch's, tested above)."""
+    """Bounds on a lattice (nn.init's symmetric ones) are drawn in float32, others whose
+    multiply-add is exact in float64 take one rounding, the rest the emulated FMA: all give what
+    the emulation gives (PyTorch's, tested above)."""
     draws = [random.uniform(random.Generator().manual_seed(4), 50_000, symgrad.float32, low, high)]
     low, high = np.float32(low), np.float32(high)
     unit = random._unit(random.Generator().manual_seed(4), 50_000, symgrad.float32)
     draws.append(random.fma32(unit, high - low, low))
     assert np.array_equal(draws[0].view(np.int32), draws[1].view(np.int32))
+
+
+def test_nn_init_bounds_are_drawn_on_a_lattice():
+    for fan_in in (1, 3, 10, 784, 512, 4096):
+        bound = np.float32(1 / np.sqrt(fan_in))
+        assert random._lattice(bound - -bound, -bound) is not None
 
 
 @pytest.mark.parametrize("seed", SEEDS)
