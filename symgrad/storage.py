@@ -101,14 +101,18 @@ def _the_write(node, new) -> bool:
 # PyTorch's backward formulas that read their result, not their input (derivatives.yaml)
 SAVES_RESULT = frozenset({"exp", "exp2", "expm1", "sigmoid", "tan", "tanh", "relu", "sqrt", "rsqrt", "softmax",
                           "log_softmax"})
-# ...whose gradient reads no tensor (zeros, or the cotangent as it is)
-SAVES_NOTHING = frozenset({"floor", "ceil", "round", "trunc", "frac", "sign", "floor_divide", "cumsum"})
+# ...that read their result and their input
+SAVES_BOTH = frozenset({"max", "min", "cumprod", "prod", "logsumexp", "vector_norm"})
+# ...whose gradient reads no tensor (zeros, the cotangent as it is, or indices it keeps)
+SAVES_NOTHING = frozenset({"floor", "ceil", "round", "trunc", "frac", "sign", "floor_divide", "cumsum", "max_dim",
+                           "min_dim"})
 # ...and those that read an input only for another input's gradient
 PRODUCTS = frozenset({"mul", "matmul", "bmm", "linear", "einsum", "cross"})
 
 
 def _saves_output(node) -> bool:
-    return node.op.name in SAVES_RESULT or node.op.name == "pow" and node.inputs[1].requires_grad
+    name = node.op.name
+    return name in SAVES_RESULT or name in SAVES_BOTH or name == "pow" and node.inputs[1].requires_grad
 
 
 def saves_input(node, position: int) -> bool:

@@ -525,3 +525,17 @@ def test_convolution_padding_meets_an_infinite_kernel_as_pytorchs(torch):
         results.append([np.asarray(t.detach().numpy()) for t in (y, xt.grad, wt.grad)])
     for ours, theirs in zip(*results):  # NaN and inf where PyTorch's are; numbers to rounding
         np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=0)
+
+
+def test_float32_std_of_huge_values_is_pytorchs(torch):
+    """Was: the float64 variance of 1e30s rounded to float32 inf before its root (PyTorch takes the
+    root first: std 3.5e29); the gradient follows PyTorch's too (fuzzer finding)."""
+    data = np.array([[1e30, 1, 1, 1], [1, 1, 1, 1]], np.float32)
+    results = []
+    for T in (symgrad, torch):
+        x = T.tensor(data, requires_grad=True)
+        y = x.std((0, 1))
+        (y * 1.5).backward()
+        results.append((y.item(), x.grad.numpy()))
+    assert results[0][0] == pytest.approx(results[1][0], rel=1e-6)
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-5)

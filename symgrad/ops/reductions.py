@@ -334,6 +334,15 @@ def _build_variance(p, node, x):
     differentiated, mean included, at second order."""
     axes, correction, keepdim, grad_fn = node.attrs
     shape, dtype = node.inputs[0].shape, node.dtype.name
+    if grad_fn == "StdBackward0" and dtype != "float64":  # the root taken before rounding, as PyTorch's
+        wide = p.astype(x, "float64")  # kernel does: a float32 variance of 1e30s overflows, its root does not
+        return p.astype(_spread(p, node, wide, "float64"), dtype)
+    return _spread(p, node, x, dtype)
+
+
+def _spread(p, node, x, dtype):
+    axes, correction, keepdim, grad_fn = node.attrs
+    shape = node.inputs[0].shape
     n = math.prod(shape[a] for a in axes)
     squares = _sum_of_squares(p, p.astype(x, "float64"), axes, keepdim, n)
     exact = ieee.mul(squares, 1 / sp.Integer(n - correction) if n > correction else sp.zoo)
