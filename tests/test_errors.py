@@ -3,6 +3,7 @@ dtypes; afterwards the same tensors and a fresh graph keep working."""
 import numpy as np
 import pytest
 
+import symgrad
 import symgrad as torch
 import symgrad.nn.functional as F
 
@@ -109,3 +110,21 @@ def test_reshape_to_wrong_size():
 def test_mean_of_integers():
     with pytest.raises(RuntimeError, match="mean"):
         torch.tensor([1, 2]).mean()
+
+
+def test_keyword_spellings_and_broadcast_errors_are_pytorchs(torch):
+    """flip(dims=), split(split_size=), concatenate(axis=); a broadcast mismatch is reported at the
+    last dimension that mismatches, as PyTorch looks from the end (masked_fill, +, *)."""
+    results = []
+    for T in (symgrad, torch):
+        x = T.tensor(np.arange(6.0).reshape(2, 3))
+        values = [T.flip(x, dims=(0,)), x.flip(dims=[1]), x.flip(0, 1), T.concatenate([x, x], axis=1),
+                  x.split(split_size=2, dim=1)[1], T.split(x, 2, 1)[0]]
+        messages = []
+        for bad in (lambda: x.masked_fill(T.ones(3, 2, dtype=T.bool), 0.0), lambda: T.ones(2, 3) + T.ones(3, 2),
+                    lambda: T.ones(2, 3, 4) * T.ones(3, 2, 4)):
+            with pytest.raises(RuntimeError) as error:
+                bad()
+            messages.append(str(error.value).split(" [")[0])
+        results.append(([v.tolist() for v in values], messages))
+    assert results[0] == results[1]

@@ -997,7 +997,7 @@ def broadcast_shapes(*shapes):
     """NumPy broadcasting, raising ValueError with PyTorch's wording on a mismatch."""
     ndim = max((len(s) for s in shapes), default=0)
     out = []
-    for i in range(-ndim, 0):
+    for i in range(-1, -ndim - 1, -1):  # from the last dimension, as PyTorch looks for the mismatch
         size = 1
         for s in shapes:
             n = s[i] if -i <= len(s) else 1
@@ -1008,7 +1008,7 @@ def broadcast_shapes(*shapes):
                                      f"at non-singleton dimension {ndim + i}")
                 size = n
         out.append(size)
-    return tuple(out)
+    return tuple(reversed(out))
 
 
 def reduced_shape(shape, axes, keepdim):

@@ -293,7 +293,8 @@ def _tensor_list(name, tensors):
 
 
 @CAT.publish(Names(function=("cat", "concat", "concatenate")))
-def cat(tensors, dim=0):
+def cat(tensors, dim=0, *, axis=None):
+    dim = dim if axis is None else axis  # concatenate's NumPy spelling
     tensors = _tensor_list("cat", tensors)
     reference = next((t for t in tensors if tuple(t.shape) != (0,)), tensors[0])
     return apply(CAT, *tensors, attrs=(dim_index(dim, reference.ndim),))
@@ -360,7 +361,9 @@ def _pieces(input, dim, sizes, name):
 
 
 @PIECE.publish(Names(function=("split",), method=("split",)))
-def split(tensor, split_size_or_sections, dim: int = 0):
+def split(tensor, split_size_or_sections=None, dim: int = 0, *, split_size=None):
+    """``torch.split(x, split_size_or_sections)``, or ``x.split(split_size)`` as the method names it."""
+    split_size_or_sections = split_size if split_size_or_sections is None else split_size_or_sections
     dim = dim_index(dim, tensor.ndim)
     size = tensor.shape[dim]
     if isinstance(split_size_or_sections, int):
@@ -407,8 +410,10 @@ FLIP = register(Op("flip", "FlipBackward0", _same, lambda p, node, x: IX.flip(p,
 
 
 @FLIP.publish(Names(function=("flip",), method=("flip",)))
-def flip(input, *dims):
-    dims = _shape_arg(dims)
+def flip(input, *dims, **keyword):
+    dims = _shape_arg(dims or (keyword.pop("dims"),))
+    if keyword:
+        raise TypeError(f"flip() got an unexpected keyword argument '{next(iter(keyword))}'")
     return apply(FLIP, input, attrs=(normalize_dims(dims, input.ndim),))
 
 
