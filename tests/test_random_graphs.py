@@ -74,8 +74,10 @@ def _after(tag, *others):
 ROUNDING = ("floor", "ceil", "round", "trunc", "sign")
 KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
     # storage and autograd bookkeeping
-    "no_grad views require grad": ("a view made under no_grad of x that requires grad: PyTorch's requires grad, "
-                                   "symgrad's not", _tagged("no_grad requires grad")),
+    "views that require grad without history": (
+        "a view made under no_grad of x that requires grad, or made before x.requires_grad_(): PyTorch's requires "
+        "grad with no grad_fn (no gradient flows through it until x is written), symgrad's does not require grad",
+        lambda p: p.tagged("no_grad requires grad") or _after("requires_grad_", "aliased")(p)),
     "PyTorch returns the input itself": ("flatten(d, d) returns x itself in PyTorch; symgrad records a view "
                                          "(is_leaf, grad_fn, .grad)", _tagged("same object")),
     "contiguity": ("no strides: x.t().view(-1) is accepted, x.t().reshape(-1) is ViewBackward0 (PyTorch copies)",
