@@ -12,11 +12,10 @@ from __future__ import annotations
 import sympy as sp
 
 from symgrad import creation
-from symgrad.inplace import write_values
 from symgrad.ops.elementwise import elementwise
+from symgrad.ops.functions import LERP
 from symgrad.ops.registry import Example
-from symgrad.optim.optimizer import PerParameter, at_least_zero, per_step, zeros_like
-from symgrad.tensor import apply
+from symgrad.optim.optimizer import PerParameter, at_least_zero, per_step, update, zeros_like
 
 SECOND_MOMENT = elementwise(
     "adam_exp_avg_sq", "AddcmulBackward0", lambda v, g, beta2, weight: v * beta2 + weight * g * g,
@@ -62,8 +61,8 @@ class Adam(PerParameter):
             else:
                 grad = grad.add(p, alpha=weight_decay)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        exp_avg.lerp_(grad, 1 - beta1)
-        write_values(exp_avg_sq, apply(SECOND_MOMENT, exp_avg_sq, grad, beta2, 1 - beta2)._node)
+        update(exp_avg, LERP, exp_avg, grad, 1 - beta1)
+        update(exp_avg_sq, SECOND_MOMENT, exp_avg_sq, grad, beta2, 1 - beta2)
         step = self._next_step(p)
         bias_correction1 = 1 - beta1 ** step
         bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
@@ -72,8 +71,8 @@ class Adam(PerParameter):
             second = state["max_exp_avg_sq"]
             second.copy_(second.maximum(exp_avg_sq))
         dtype = p._node.dtype
-        write_values(p, apply(UPDATE, p, exp_avg, second, per_step(-(lr / bias_correction1), dtype),
-                              per_step(bias_correction2_sqrt, dtype), eps)._node)
+        update(p, UPDATE, p, exp_avg, second, per_step(-(lr / bias_correction1), dtype),
+               per_step(bias_correction2_sqrt, dtype), eps)
 
 
 class AdamW(Adam):

@@ -14,7 +14,7 @@ import numpy as np
 from symgrad.grad_mode import enable_grad, no_grad
 from symgrad.inplace import write_values
 from symgrad.nodes import constant, lazy_leaf, leaf
-from symgrad.tensor import Tensor
+from symgrad.tensor import Tensor, as_node, record
 
 
 class Optimizer:
@@ -136,6 +136,13 @@ def at_least_zero(**values) -> None:
     for name, value in values.items():
         if not value >= 0.0:
             raise ValueError(_WORDING[name].format(value))
+
+
+def update(tensor: Tensor, op, *inputs) -> None:
+    """``tensor`` takes ``op`` of ``inputs`` (tensors or numbers), without history: an in-place
+    update recorded with no Tensor made in between and none of the checks that an optimizer's own
+    buffers pass by construction (a few per parameter and step: W6 records 18 a step)."""
+    write_values(tensor, record(op, tuple([as_node(v) for v in inputs])))
 
 
 def zeros_like(p: Tensor) -> Tensor:

@@ -10,9 +10,9 @@ from symgrad.grad_mode import enable_grad, no_grad
 from symgrad.inplace import write_values
 from symgrad.ops.elementwise import elementwise
 from symgrad.ops.registry import Example
-from symgrad.optim.optimizer import Optimizer, at_least_zero
+from symgrad.optim.optimizer import Optimizer, at_least_zero, update
 from symgrad.nodes import lazy_leaf
-from symgrad.tensor import Tensor, apply
+from symgrad.tensor import Tensor
 
 SGD_UPDATE = elementwise("sgd_update", "SubBackward0", lambda p, g, lr: p - lr * g,
                          reference=lambda p, g, lr: p - lr * g, torch_fn=lambda t, p, g, lr: p - lr * g,
@@ -54,5 +54,5 @@ class SGD(Optimizer):
                     else:
                         write_values(buffer, (buffer * momentum + (1 - dampening) * g)._node)
                     g = g + momentum * buffer if group["nesterov"] else buffer
-                write_values(p, apply(SGD_UPDATE, p, g, lr)._node)
+                update(p, SGD_UPDATE, p, g, lr)
         return loss
