@@ -71,6 +71,13 @@ def _after(tag, *others):
     return lambda p: any(tag in t and set(others) & t for t in p.tags)
 
 
+def _written_through_data(p) -> bool:
+    """A line writes in place into a tensor that a ``.data`` line made."""
+    made = {line.split(" = ")[0] for line in p.lines if line.endswith(".data") and " = " in line}
+    return any("inplace" in t and line.removeprefix("with T.no_grad(): ").split(" ")[0].split(".")[0].split("[")[0]
+               in made for t, line in zip(p.tags, p.lines))
+
+
 ROUNDING = ("floor", "ceil", "round", "trunc", "sign")
 KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
     # storage and autograd bookkeeping
@@ -86,6 +93,9 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
                                              "make NaN", _tagged("fill_ over history", "zero_ over history")),
     "copy_ over history": ("y.copy_(z) on a y with history: y's inputs get .grad None, PyTorch's get zeros",
                            _tagged("copy_ over history", "op:copy_over")),
+    "writes through .data into saved values": (
+        "x.data written in place after a graph saved x: PyTorch's .data has a version counter of its own, so its "
+        "backward reads the new values; symgrad's nodes keep the values the graph saw", _written_through_data),
     "in-place cast's grad_fn": ("x32.sub_(y64) has grad_fn ToCopyBackward0; PyTorch's is SubBackward0",
                                 _tagged("inplace from another dtype")),
     "full slice's grad_fn": ("x[:] has grad_fn AliasBackward0; PyTorch's is SliceBackward0",
