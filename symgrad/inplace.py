@@ -16,7 +16,7 @@ from symgrad.nodes import LEAF, Node, constant, lazy_leaf
 from symgrad.ops.elementwise import FILL, KEEP_HISTORY
 from symgrad.ops.shape import COPY_OVER, copy, expand, to_dtype
 from symgrad.ops.views import VIEW_OF, WRITE_BACK
-from symgrad.storage import DATA, DETACH, Storage, mark, viewed
+from symgrad.storage import DATA, DETACH, Storage, mark, partly_shared, viewed
 from symgrad.tensor import Tensor, record
 
 
@@ -126,19 +126,33 @@ def check_writable(tensor: Tensor, name: str) -> None:
                            f"[{name} on shape {tuple(tensor.shape)}]")
 
 
+OVERLAP = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to a single "
+           "memory location. Please clone() the tensor before performing the operation.")
+
+
+def refuse_overlap(tensor: Tensor, operands) -> None:
+    """PyTorch's error for an input that shares part of the tensor an in-place op writes."""
+    for other in operands:
+        if isinstance(other, Tensor) and partly_shared(tensor, other):
+            raise RuntimeError(OVERLAP)
+
+
 NO_GRAD_VIEW = ("A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that "
                 "this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both "
                 "the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
                 "tracked) or both outside (if you want the inplace to be tracked).")
 
 
-def apply_inplace(tensor: Tensor, name: str, compute) -> Tensor:
+def apply_inplace(tensor: Tensor, name: str, compute, operands=()) -> Tensor:
     """``tensor.add_(...)``, ``tensor += ...``: ``compute()`` records the result out of place, then
     ``tensor`` moves to it (cast back to its dtype; PyTorch's errors for a wider dtype or a shape
-    that broadcasting changed, and for a leaf that requires grad under grad mode)."""
+    that broadcasting changed, for a leaf that requires grad under grad mode, and for ``operands``
+    that share some of its elements)."""
     node = tensor._node
     if tensor._view is not None or tensor._inference:
         check_writable(tensor, name)
+    if tensor._storage is not None:
+        refuse_overlap(tensor, operands)
     if node.requires_grad and node.op is LEAF and _grad_state.enabled:
         raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation "
                            f"({name} on shape {tuple(node.shape)}, {node.dtype}); wrap it in "
@@ -180,6 +194,8 @@ def copy_(tensor: Tensor, src: Tensor) -> Tensor:
     """``copy_``: the tensor takes src's values (and, under grad mode, its history)."""
     node = tensor._node
     check_writable(tensor, "copy_")
+    if tensor._storage is not None:
+        refuse_overlap(tensor, (src,))
     if is_grad_enabled() and node.requires_grad and node.is_leaf:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     if tuple(src.shape) != tuple(tensor.shape):

@@ -44,7 +44,7 @@ def _taking_inplace(function, name):
     @functools.wraps(function)
     def taking(input, *args, inplace: bool = False, **kwargs):
         if inplace:
-            return apply_inplace(input, name, lambda: function(input, *args, **kwargs))
+            return apply_inplace(input, name, lambda: function(input, *args, **kwargs), args)
         return function(input, *args, **kwargs)
     return taking
 
@@ -53,6 +53,6 @@ def _inplace(function, name):
     """``tensor.op_(...)``: the result of ``function(tensor, ...)`` written into the tensor."""
     @functools.wraps(function)
     def method(self, *args, **kwargs):
-        return apply_inplace(self, name, lambda: function(self, *args, **kwargs))
+        return apply_inplace(self, name, lambda: function(self, *args, **kwargs), (*args, *kwargs.values()))
     method.__name__ = name
     return method

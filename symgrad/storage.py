@@ -11,7 +11,10 @@ nodes keep the old values, so without the check it would quietly differentiate w
 """
 from __future__ import annotations
 
+import math
 import weakref
+
+import numpy as np
 
 from symgrad import dtypes
 from symgrad.grad_mode import _state as _grad_state
@@ -69,6 +72,35 @@ def root_of(tensor):
     while base._view is not None and base._view[1] not in (DETACH, DATA):
         base = base._view[0]
     return base
+
+
+def positions(tensor) -> np.ndarray:
+    """Where each element of ``tensor`` sits in its storage: the flat indices of its root, taken
+    through the same view steps (each view op's ``reference`` on an index array)."""
+    steps = []
+    while tensor._view is not None:
+        parent, step, _ = tensor._view
+        if step not in (DETACH, DATA):
+            steps.append(step)
+        tensor = parent
+    where = np.arange(math.prod(tensor.shape)).reshape(tensor.shape)
+    for op, attrs in reversed(steps):
+        where = np.asarray(op.reference(where, *attrs))
+    return where
+
+
+def partly_shared(target, operand, region=None) -> bool:
+    """Whether ``operand`` shares some of ``target``'s elements (those at the basic index ``region``,
+    if given) without being laid out as they are: PyTorch refuses such an input to an in-place op
+    (the same layout, or no element shared, is fine)."""
+    if operand is target or operand._storage is None or operand._storage is not target._storage:
+        return False
+    mine, theirs = positions(target), positions(operand)
+    if region is not None:
+        mine = mine[region]
+    if mine.shape == theirs.shape and (mine == theirs).all():
+        return False
+    return bool(np.intersect1d(mine, theirs).size)
 
 
 # ------------------------------------------------------------------ the version counter

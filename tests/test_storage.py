@@ -266,3 +266,33 @@ def test_views_made_every_step_do_not_pile_up():
             w -= 0.01 * w.grad
         w.grad = None
     assert len(w._storage.members) < 40
+
+
+OVERLAPS = {  # an in-place op whose input shares elements with what it writes: PyTorch refuses a partial overlap
+    "x += x": lambda T, x: x.__iadd__(x),
+    "x[0] += x[1]": lambda T, x: x[0].add_(x[1]),
+    "shifted add": lambda T, x: x[1:].add_(x[:-1]),
+    "shifted copy_": lambda T, x: x[1:].copy_(x[:-1]),
+    "a view plus its transpose": lambda T, x: x.view(2, 2).add_(x.view(2, 2).t()),
+    "a view plus the same view": lambda T, x: x.view(2, 2).add_(x.view(2, 2)),
+    "a view plus its first row": lambda T, x: x.view(2, 2).add_(x.view(2, 2)[0]),
+    "times its detached self": lambda T, x: x.mul_(x.detach()),
+    "a full view times its base": lambda T, x: x.view(4).mul_(x),
+    "a 0-d tensor's 1-d view plus it": lambda T, x: x[0].reshape(-1).add_(x[0]),
+    "x[1:] = x[:-1]": lambda T, x: x.__setitem__(slice(1, None), x[:-1]),
+    "x[0] = x[1]": lambda T, x: x.__setitem__(0, x[1]),
+    "x += x[0]": lambda T, x: x.add_(x[0]),
+}
+
+
+@pytest.mark.parametrize("name", OVERLAPS)
+def test_overlapping_inputs_of_in_place_ops(name, torch):
+    outcomes = []
+    for T in (torch, symgrad):
+        x = T.arange(4.0)
+        try:
+            OVERLAPS[name](T, x)
+            outcomes.append(("ok", x.tolist()))
+        except RuntimeError as error:
+            outcomes.append((str(error), x.tolist()))
+    assert outcomes[0] == outcomes[1]

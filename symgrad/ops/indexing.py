@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from symgrad import dtypes, engine
-from symgrad.inplace import apply_inplace
+from symgrad.inplace import OVERLAP, apply_inplace
+from symgrad.storage import partly_shared
 from symgrad.grad_mode import is_grad_enabled
 from symgrad.ir import broadcast_shapes, index_shape, python_index, select
 from symgrad.ir import indexing as IX
@@ -372,6 +373,8 @@ def setitem(tensor, key, value):
     if is_grad_enabled() and node.requires_grad and node.op is LEAF:
         view = "a view of " if name == "CopySlices" else ""
         raise RuntimeError(f"{view}a leaf Variable that requires grad is being used in an in-place operation.")
+    if isinstance(value, Tensor) and not read.indices and partly_shared(tensor, value, python_index(read.spec)):
+        raise RuntimeError(OVERLAP)
     return apply_inplace(tensor, "__setitem__", lambda: apply(PUT, tensor, value, *read.indices,
                                                               attrs=(tuple(read.spec), tuple(read.axes), name)))
 
