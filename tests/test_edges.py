@@ -539,3 +539,15 @@ def test_float32_std_of_huge_values_is_pytorchs(torch):
         results.append((y.item(), x.grad.numpy()))
     assert results[0][0] == pytest.approx(results[1][0], rel=1e-6)
     np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-5)
+
+
+def test_softplus_with_beta_and_threshold_is_pytorchs_kernel(torch):
+    """Was: softplus(x, beta=1e30, threshold=inf) gave 1 (a stable form); PyTorch's kernel computes
+    log1p(exp(beta x)) / beta below the threshold: inf, and a NaN gradient (fuzzer finding)."""
+    results = []
+    for T in (symgrad, torch):
+        x = T.tensor(np.array([1.0, -3.0], np.float32), requires_grad=True)
+        y = T.nn.functional.softplus(x, 1e30, float("inf"))
+        y.sum().backward()
+        results.append((y.tolist(), x.grad.tolist()))
+    np.testing.assert_array_equal(np.array(results[0], float), np.array(results[1], float))
