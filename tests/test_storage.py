@@ -47,6 +47,7 @@ def writes_through_views_without_grad(T):
     x.diagonal().fill_(7)
     col = x[:, 1]
     x.unsqueeze(0).squeeze(0)[2, 2] = -5
+    x.expand(1, 3, 3)[0, 1].mul_(2)  # an expand that repeats nothing can be written into
     a, b = x.split(2)
     b.sub_(1)
     return dict(x=x, col=col, a=a, version=x._version, col_version=col._version)

@@ -57,7 +57,7 @@ def _build_write_back(p, node, old, new):
     op, attrs = node.attrs
     view_shape = op.infer(node.inputs[:1], *attrs)[0]
     new = p.materialize(new, view_shape, node.dtype.name)
-    if op.name in ("reshape", "unsqueeze", "squeeze"):
+    if op.name in ("reshape", "unsqueeze", "squeeze", "expand"):  # an expand written into adds no element
         return p.reshape(new, node.shape)
     if op.name in ("permute", "transpose", "t"):
         perm = attrs[0]
@@ -70,7 +70,7 @@ def _build_write_back(p, node, old, new):
         return IX.index_set(p, old, p.reshape(new, index_shape(node.shape, spec)), spec)
     if op.name == "diagonal":
         return _diagonal_set(p, old, new, *attrs[:3])
-    raise AssertionError(f"no write-back for the view op {op.name}")  # expand is refused before writing
+    raise AssertionError(f"no write-back for the view op {op.name}")
 
 
 WRITE_BACK = Op("write_back", "CopySlices", lambda nodes, op, attrs: (nodes[0].shape, nodes[0].dtype),
