@@ -4,7 +4,7 @@ from symgrad.ir.functions import (ELEMENTWISE_FUNCTIONS, STRUCTURAL_PRIMITIVES, 
                                   reduced_shape, relu, select, sigmoid, softplus, step, greater,
                                   greater_equal, less, less_equal, not_equal)
 from symgrad.ir.functions import (ceil, clamp, floor, hardswish, hardtanh, rerouted, isfinite, isinf, isnan, logical_and, logical_not,  # noqa: F401
-                                  logical_or, logical_xor, maximum, minimum, remainder, rint, root, sign, trunc)
+                                  logical_or, logical_xor, maximum, minimum, remainder, rint, root, sign, softplus_kernel, trunc)
 from symgrad.ir.program import Program
 
 __all__ = ["Program", "Structural", "binary_cross_entropy", "binary_cross_entropy_with_logits", "ELEMENTWISE_FUNCTIONS", "STRUCTURAL_PRIMITIVES", "broadcast_shapes",

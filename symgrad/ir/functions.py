@@ -126,6 +126,28 @@ class softplus(_RealFunction):
         return sigmoid(self.args[0])
 
 
+class softplus_kernel(_RealFunction):
+    """PyTorch's softplus below its threshold as its kernel writes it, log1p(exp(beta x)) / beta
+    (inf where exp overflows), with its backward exp(beta x) / (exp(beta x) + 1): no beta in it,
+    so beta = 0 has a gradient (1/2) where the form's own derivative would be 0/0."""
+
+    array_code = "{log1p}({exp}({a} * {b})) / {b}"
+    nargs = 2
+
+    @staticmethod
+    def numeric(x, beta):
+        try:
+            return math.log1p(math.exp(x * beta)) / beta
+        except (OverflowError, ZeroDivisionError):
+            return math.inf if x * beta > 0 or beta == 0 else math.nan
+
+    def fdiff(self, argindex=1):
+        x, beta = self.args
+        grown = sp.exp(x * beta)
+        slope = grown / (grown + 1)
+        return slope if argindex == 1 else (x * slope - self) / beta
+
+
 class binary_cross_entropy(_RealFunction):
     """PyTorch's BCE of a probability q against a target t, each log clamped at -100; its
     derivatives are PyTorch's, so a saturated sigmoid (q rounded to 1.0) gives 0, not 0 * inf."""
@@ -392,7 +414,7 @@ class root(_RealFunction):
         return select(equal(self, 0), sp.S.Zero, 1 / (2 * self))
 
 
-ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, binary_cross_entropy, binary_cross_entropy_with_logits, step, relu, equal, greater, greater_equal, less,
+ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, softplus_kernel, binary_cross_entropy, binary_cross_entropy_with_logits, step, relu, equal, greater, greater_equal, less,
                          less_equal, not_equal, select, floor, ceil, rint, trunc, sign, isnan, isinf, isfinite,
                          logical_not, logical_and, logical_or, logical_xor, floor_divide, remainder, clamp,
                          maximum, minimum, hardtanh, hardswish, rerouted, root)
