@@ -147,7 +147,7 @@ class JaxPrinter(StrPrinter):
 
     def _print_softplus_kernel(self, expr):
         x, beta = (self._print(a) for a in expr.args)
-        return f"(jnp.log1p(jnp.exp({x} * {beta})) / {beta})"
+        return f"(jnp.log1p(jnp.exp(({x}) * ({beta}))) / ({beta}))"
 
     def _print_hardswish(self, expr):
         x = self._print(expr.args[0])

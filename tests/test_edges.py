@@ -546,9 +546,9 @@ def test_softplus_with_beta_and_threshold_is_pytorchs_kernel(torch):
     log1p(exp(beta x)) / beta below the threshold: inf, and a NaN gradient (fuzzer finding)."""
     results = []
     for T in (symgrad, torch):
-        for beta, threshold in ((1e30, float("inf")), (0.0, 2.0)):  # beta 0: inf, and PyTorch's gradient 1/2
+        for beta, threshold in ((1e30, float("inf")), (0.0, 2.0), (-0.0, 2.0)):  # beta 0: inf, gradient 1/2
             x = T.tensor(np.array([1.0, -3.0], np.float32), requires_grad=True)
             y = T.nn.functional.softplus(x, beta, threshold)
             y.sum().backward()
             results.append((y.tolist(), x.grad.tolist()))
-    np.testing.assert_array_equal(np.array(results[:2], float), np.array(results[2:], float))
+    np.testing.assert_array_equal(np.array(results[:3], float), np.array(results[3:], float))

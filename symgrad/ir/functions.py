@@ -131,7 +131,7 @@ class softplus_kernel(_RealFunction):
     (inf where exp overflows), with its backward exp(beta x) / (exp(beta x) + 1): no beta in it,
     so beta = 0 has a gradient (1/2) where the form's own derivative would be 0/0."""
 
-    array_code = "{log1p}({exp}({a} * {b})) / {b}"
+    array_code = "{log1p}({exp}({a} * {b})) / {b}"  # operands come parenthesised (_operand)
     nargs = 2
 
     @staticmethod
