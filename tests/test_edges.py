@@ -552,3 +552,15 @@ def test_softplus_with_beta_and_threshold_is_pytorchs_kernel(torch):
             y.sum().backward()
             results.append((y.tolist(), x.grad.tolist()))
     np.testing.assert_array_equal(np.array(results[:3], float), np.array(results[3:], float))
+
+
+def test_addcmul_and_addcdiv_scale_tensor1_first_as_pytorch(torch):
+    """Was: value * (t1 * t2) overflowed where PyTorch's (value * t1) * t2 does not (0 * 1e30 * 1e30 gave
+    NaN; PyTorch 0; fuzzer finding)."""
+    results = []
+    for T in (symgrad, torch):
+        x = T.tensor(np.array([1e30, 1.0, 2.0], np.float32))
+        tiny = T.tensor(np.array([1e-30, 1.0, 4.0], np.float32))
+        results.append([T.addcmul(x, x, x, value=0.0).tolist(), T.addcdiv(x, x, tiny, value=0.0).tolist(),
+                        T.addcmul(x, x, x, value=1e-30).tolist()])
+    np.testing.assert_array_equal(np.array(results[0]), np.array(results[1]))

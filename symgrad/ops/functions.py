@@ -173,8 +173,9 @@ LERP = elementwise("lerp", _lerp_name, _lerp, reference=lambda a, b, w: jnp.wher
 
 
 def _fused(name, grad_fn, form, refuse=None):
-    """``input + value * form(tensor1, tensor2)``, ``value`` a number (PyTorch's addcmul, addcdiv)."""
-    op = elementwise(name, grad_fn, lambda a, b, c, v: a + v * form(b, c), reference=lambda a, b, c, v: a + v * form(b, c),
+    """``input + form(value * tensor1, tensor2)``, ``value`` a number (PyTorch's addcmul, addcdiv, whose
+    kernels scale tensor1 first: 0 * 1e30 * 1e30 is 0 there, not 0 * inf)."""
+    op = elementwise(name, grad_fn, lambda a, b, c, v: a + form(v * b, c), reference=lambda a, b, c, v: a + form(v * b, c),
                      torch_fn=lambda t, a, b, c, v: getattr(t, name)(a, b, c, value=v), refuse=refuse,
                      domain=("real", "real", "nonzero", "real"),
                      examples=(Example(((3, 4), (3, 4), (3, 4), ()), scalars={3: 0.5}),
