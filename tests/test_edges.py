@@ -564,3 +564,17 @@ def test_addcmul_and_addcdiv_scale_tensor1_first_as_pytorch(torch):
         results.append([T.addcmul(x, x, x, value=0.0).tolist(), T.addcdiv(x, x, tiny, value=0.0).tolist(),
                         T.addcmul(x, x, x, value=1e-30).tolist()])
     np.testing.assert_array_equal(np.array(results[0]), np.array(results[1]))
+
+
+def test_normalizing_a_constant_row_gives_zeros_as_pytorch(torch):
+    """Was: layer_norm of a float32 row of -3.1s gave 7.5e-5 (the mean rounded off the value, and the
+    rounding divided by sqrt(eps)); PyTorch's moments give the value itself, so 0 (fuzzer finding)."""
+    results = []
+    for T in (symgrad, torch):
+        x = T.tensor(np.full((3, 5), -3.1, np.float32), requires_grad=True)
+        y = T.nn.functional.layer_norm(x, (5,))
+        (y * T.tensor(np.arange(15.0, dtype=np.float32).reshape(3, 5))).sum().backward()
+        g = T.nn.functional.group_norm(T.tensor(np.full((2, 4, 3), 0.7, np.float32)), 2)
+        results.append((y.detach().numpy(), x.grad.numpy(), g.numpy()))
+    for ours, theirs in zip(*results):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=0)

@@ -16,6 +16,7 @@ from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad import ir
 from symgrad.ir.linalg import ArgmaxMask, Conv, Pad, Patches, WindowMax, conv_output_size, dilated, emit
 from symgrad.nodes import leaf
+from symgrad.ops.reductions import mean_over
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import Tensor, apply
 
@@ -408,7 +409,7 @@ def _standardized(p, x, axes, eps, dtype):
     """(x - mean) / sqrt(var + eps) over ``axes``, with the biased variance, as PyTorch normalizes."""
     shape = p.shape_of(x)
     count = int(np.prod([shape[a] for a in axes]))
-    mean = p.assign(p.reduce_sum(x, axes, True) / count, _kept(shape, axes), dtype, "mean")
+    mean = mean_over(p, x, axes, count, corrected=True)  # a constant row's mean is its value, as PyTorch's
     centered = p.assign(x - mean, shape, dtype, "centered")
     variance = p.assign(p.reduce_sum(p.assign(centered ** 2, shape, dtype, "squared"), axes, True) / count,
                         _kept(shape, axes), dtype, "variance")

@@ -307,7 +307,7 @@ def _infer_moment(nodes, axes, correction, keepdim, grad_fn):
     return reduced_shape(x.shape, axes, keepdim), x.dtype
 
 
-def _mean(p, x, axes, n, corrected: bool):
+def mean_over(p, x, axes, n, corrected: bool):
     """The mean over ``axes`` (kept); ``corrected`` adds the mean of what is left, so a slice of
     equal values has exactly that value as its mean, as PyTorch's Welford reduction has."""
     shape, dtype = p.shape_of(x), p.dtype_of(x)
@@ -321,7 +321,7 @@ def _mean(p, x, axes, n, corrected: bool):
 
 def _sum_of_squares(p, x, axes, keepdim, n):
     shape, dtype = p.shape_of(x), p.dtype_of(x)
-    centered = p.assign(x - _mean(p, x, axes, n, corrected=True), shape, dtype, "centered")
+    centered = p.assign(x - mean_over(p, x, axes, n, corrected=True), shape, dtype, "centered")
     return p.reduce_sum(p.assign(centered * centered, shape, dtype, "square"), axes, keepdim)
 
 
@@ -347,7 +347,7 @@ def _spread(p, node, x, dtype):
     squares = _sum_of_squares(p, p.astype(x, "float64"), axes, keepdim, n)
     exact = ieee.mul(squares, 1 / sp.Integer(n - correction) if n > correction else sp.zoo)
     value = p.astype(p.assign(exact, node.shape, "float64", "var"), dtype)
-    centered = p.assign(x - _mean(p, x, axes, n, corrected=False), shape, dtype, "centered")
+    centered = p.assign(x - mean_over(p, x, axes, n, corrected=False), shape, dtype, "centered")
     slope = p.assign(ieee.mul(centered, sp.Integer(2) / (n - correction)), shape, dtype, "slope")
     variance = p.reduced_with_slope(value, x, slope, axes, keepdim)
     return p.assign(ir.root(variance), node.shape, dtype, "std") if grad_fn == "StdBackward0" else variance
