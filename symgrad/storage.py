@@ -155,8 +155,9 @@ def saves_input(node, position: int) -> bool:
     if op.name in ("nll_loss", "nll_loss_weighted"):  # the log-probabilities are not read, the labels are
         return position > 0
     inputs = node.inputs
-    if op.name in PRODUCTS:
-        return any(n.requires_grad for k, n in enumerate(inputs) if k != position)
+    if op.name in PRODUCTS:  # linear's bias is no factor: it is never read
+        factors = inputs[:2] if op.name == "linear" else inputs
+        return position < len(factors) and any(n.requires_grad for k, n in enumerate(factors) if k != position)
     if op.name in ("div", "rdiv"):
         divisor = 1 if op.name == "div" else 0
         return inputs[divisor].requires_grad or (position == divisor and inputs[1 - divisor].requires_grad)

@@ -112,10 +112,11 @@ def saved_values_untouched(T):
     h = x * 1
     s = h + 2  # add saves nothing
     c = h * T.ones(4)  # only the constant is saved (x's gradient needs it)
+    b = T.nn.functional.linear(h.detach().view(1, 4), T.ones(2, 4), x[:2])  # a bias alone saves no factor
     h.add_(1)
     z = x.sin()
     z.mul_(x)  # mul_ keeps the original z for x's gradient
-    (s.sum() + c.sum() + z.sum()).backward()
+    (s.sum() + c.sum() + z.sum() + b.sum()).backward()
     return dict(grad=x.grad, h=h, z=z, version=h._version)
 
 
