@@ -135,6 +135,9 @@ SAVES_RESULT = frozenset({"exp", "exp2", "expm1", "sigmoid", "tan", "tanh", "rel
                           "log_softmax"})
 # ...that read their result and their input
 SAVES_BOTH = frozenset({"max", "min", "cumprod", "prod", "logsumexp", "vector_norm"})
+# ...that keep their index or mask (an integer or bool input) to send the gradient back
+INDEXED = frozenset({"take", "gather", "scatter", "index_select", "index_fill", "masked_fill", "masked_select", "put",
+                     "embedding", "where"})
 # ...whose gradient reads no tensor (zeros, the cotangent as it is, or indices it keeps)
 SAVES_NOTHING = frozenset({"floor", "ceil", "round", "trunc", "frac", "sign", "floor_divide", "cumsum", "max_dim",
                            "min_dim"})
@@ -150,6 +153,8 @@ def _saves_output(node) -> bool:
 def saves_input(node, position: int) -> bool:
     """Whether PyTorch's backward of ``node`` keeps its input at ``position``."""
     op = node.op
+    if op.name in INDEXED and not node.inputs[position].dtype.is_floating_point:
+        return True
     if not op.saves or op.name in SAVES_RESULT or op.name in SAVES_NOTHING:
         return False
     if op.name in ("nll_loss", "nll_loss_weighted"):  # the log-probabilities are not read, the labels are
