@@ -202,6 +202,14 @@ def saved_value_changed_through_a_view(T):
     p.sum().backward()
 
 
+def saved_index_changed(T):
+    x = T.tensor(M3, requires_grad=True)
+    index = T.tensor([[0, 2, 1]])
+    y = x.gather(0, index)
+    index += 1
+    y.sum().backward()
+
+
 def view_of_a_leaf(T):
     x = T.tensor(X4, requires_grad=True)
     x[0].add_(1)
@@ -233,7 +241,7 @@ def view_made_under_no_grad(T):
     v.mul_(2)
 
 
-REFUSALS = [saved_output_changed, saved_input_changed, saved_leaf_changed_under_no_grad, saved_other_is_self,
+REFUSALS = [saved_output_changed, saved_input_changed, saved_index_changed, saved_leaf_changed_under_no_grad, saved_other_is_self,
             saved_value_changed_through_a_view, view_of_a_leaf, reshaped_leaf, piece_of_unbind, piece_of_split,
             overlapping_expand, view_made_under_no_grad]
 
