@@ -16,7 +16,7 @@ from symgrad.nodes import LEAF, Node, constant, lazy_leaf
 from symgrad.ops.elementwise import FILL, KEEP_HISTORY
 from symgrad.ops.shape import COPY_OVER, copy, expand, to_dtype
 from symgrad.ops.views import VIEW_OF, WRITE_BACK
-from symgrad.storage import DATA, DETACH, Storage, mark, partly_shared, viewed
+from symgrad.storage import DATA, DETACH, mark, partly_shared, storage_of, viewed
 from symgrad.tensor import Tensor, record
 
 
@@ -40,9 +40,7 @@ def write_values(tensor: Tensor, values: Node) -> None:
 def assign(tensor: Tensor, node: Node) -> None:
     """``tensor`` takes ``node``, its new values: the old ones are marked for the version counter,
     and the tensors sharing its storage see the write."""
-    storage = tensor._storage
-    if storage is None:
-        storage = tensor._storage = Storage(tensor)
+    storage = tensor._storage or storage_of(tensor)
     mark(storage, tensor._node, node)
     tensor._rebind(node)
     if len(storage.members) > 1:
