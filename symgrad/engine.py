@@ -31,6 +31,7 @@ import codegen.emit as emitter
 from codegen import deferred, speed
 from symgrad import hooks, replay
 from symgrad.nodes import CONST, is_zero_fill, leaf, owners_of, program_ran
+from symgrad.storage import keeps_tensors
 from symgrad.tracing import BackwardPlan, Trace, Walk, forward_program, gradient_path, is_float_scalar
 
 FREED_MESSAGE = ("Trying to backward through the graph a second time (or directly access saved tensors "
@@ -239,7 +240,7 @@ def backward(root, seed=None, retain_graph: bool = False, inputs=None) -> None:
 def _backward(root, seed, retain_graph, inputs) -> None:
     path, targets = gradient_path(root, inputs)
     for node in path:
-        if node.freed and node.op.saves:
+        if node.freed and keeps_tensors(node):
             raise RuntimeError(FREED_MESSAGE)
     if hooks.on_nodes.data or hooks.leaves:  # any tensor with a hook (two truth tests: the hot path)
         cuts = hooks.cuts(path)

@@ -145,6 +145,12 @@ SAVES_NOTHING = frozenset({"floor", "ceil", "round", "trunc", "frac", "sign", "f
 PRODUCTS = frozenset({"mul", "matmul", "bmm", "linear", "einsum", "cross"})
 
 
+def keeps_tensors(node) -> bool:
+    """Whether PyTorch's backward of ``node`` keeps any tensor, an index or mask included: a backward
+    through it after its graph was freed then raises."""
+    return node.op.saves or node.op.name in INDEXED
+
+
 def _saves_output(node) -> bool:
     name = node.op.name
     return name in SAVES_RESULT or name in SAVES_BOTH or name == "pow" and node.inputs[1].requires_grad

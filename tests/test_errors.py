@@ -65,6 +65,43 @@ def test_backward_twice_through_ops_that_save_nothing_is_allowed(torch):
     np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
 
 
+INDEX_AND_MASK_OPS = {
+    "gather": lambda t, x: x.gather(0, t.tensor([0, 2])),
+    "index_select": lambda t, x: x.index_select(0, t.tensor([0, 1])),
+    "masked_fill": lambda t, x: x.masked_fill(t.tensor([True, False, True]), 0.0),
+    "where": lambda t, x: t.where(t.tensor([True, False, True]), x, 0.0),
+    "indexing": lambda t, x: x[t.tensor([0, 2])],
+}
+
+
+@pytest.mark.parametrize("name", sorted(INDEX_AND_MASK_OPS))
+def test_backward_twice_through_an_op_that_keeps_its_index_or_mask_raises(torch, name):
+    """PyTorch's backward keeps the index or mask, so a second backward after the graph was freed
+    raises though no float tensor was saved (a fuzzer finding)."""
+    import symgrad
+    outcomes = []
+    for module in (symgrad, torch):
+        x = module.tensor([1.0, 3.0, 2.0], requires_grad=True)
+        y = INDEX_AND_MASK_OPS[name](module, x).sum()
+        y.backward()
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            y.backward()
+        outcomes.append(x.grad.tolist())
+    assert outcomes[0] == outcomes[1]
+
+
+def test_gather_keeps_its_input_for_the_version_check(torch):
+    """GatherBackward0 saves ``self``: writing it before backward raises as in PyTorch."""
+    import symgrad
+    for module in (symgrad, torch):
+        x = module.ones(3, 5, requires_grad=True)
+        y = module.gather(x, 1, module.zeros(2, 4, dtype=module.int64))
+        with module.no_grad():
+            x.fill_(2.0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+
+
 def test_non_scalar_backward_needs_a_gradient():
     x = torch.randn(4, requires_grad=True)
     y = x ** 2

@@ -429,7 +429,6 @@ def _build_gather(p, node, x, index):
 
 
 GATHER = register(Op("gather", "GatherBackward0", lambda nodes, axis: (nodes[1].shape, nodes[0].dtype), _build_gather,
-                     saves=False,
                      reference=lambda x, index, axis: jnp.take_along_axis(_cut(x, index.shape, axis), index, axis),
                      torch_fn=lambda t, x, index, axis: t.gather(x, axis, index),
                      examples=(Example(((3, 5), (2, 4)), (1,)), Example(((5, 3), (4, 3)), (0,)),
