@@ -142,6 +142,10 @@ class JaxPrinter(StrPrinter):
         minus_x = f"-{x}" if x.isidentifier() else f"-({x})"
         return f"((1 - {t}) * {x} + jax.nn.softplus({minus_x}))"
 
+    def _print_exact_difference(self, expr):
+        a, b = (self._print(x) for x in expr.args)
+        return f"jnp.where(({a}) == ({b}), ({a}) * 0, ({a}) - ({b}))"
+
     def _print_rerouted(self, expr):
         return self._print(expr.args[0])
 
@@ -240,13 +244,13 @@ class JaxPrinter(StrPrinter):
         return f"jax.lax.cumprod({self._print(x)}, axis={int(axis)}, reverse={bool(reverse)})"
 
     def _print_LogSumExp(self, expr):
-        return self._reduction("jax.nn.logsumexp", expr)
+        return self._reduction("stable_logsumexp", expr)  # codegen.stable: the shift XLA's fusion keeps
 
     def _print_LogSoftmax(self, expr):
-        return f"jax.nn.log_softmax({self._print(expr.args[0])}, axis={int(expr.args[1])})"
+        return f"stable_log_softmax({self._print(expr.args[0])}, axis={int(expr.args[1])})"
 
     def _print_Softmax(self, expr):
-        return f"jax.nn.softmax({self._print(expr.args[0])}, axis={int(expr.args[1])})"
+        return f"stable_softmax({self._print(expr.args[0])}, axis={int(expr.args[1])})"
 
     def _print_Reshape(self, expr):
         return f"jnp.reshape({self._print(expr.args[0])}, {_axes(expr.args[1])})"

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 
 import codegen.compile as programs  # module imports: importing codegen may be what imports symgrad
 import codegen.emit as emitter
-from codegen import deferred, speed
+from codegen import deferred, speed, stable
 from symgrad import hooks, replay
 from symgrad.nodes import CONST, is_zero_fill, leaf, owners_of, program_ran
 from symgrad.storage import keeps_tensors
@@ -167,6 +167,12 @@ def source(program) -> str:
     """The JAX source of ``program``, built under the lock that guards SymPy's caches."""
     with programs.building:
         return emitter.emit(program)
+
+
+def helpers_called(sources) -> str:
+    """The definitions of the helpers (codegen.stable) these sources call: a module of several
+    programs holds each once."""
+    return stable.definitions_for("".join(sources))
 
 
 plain_path = speed.plain_path  # symgrad.plain_path(): the same numbers without the speed layer

@@ -297,6 +297,7 @@ def module_source(lowered, sources) -> str:
              "value_and_grad returns the value, then " + ", ".join(
                  n for n in lowered.programs["value_and_grad"].output_names[1:]) + ".",
              '"""', "import jax", "import jax.numpy as jnp", "import numpy as np", ""]
+    lines += engine.helpers_called(sources).splitlines()
     program = lowered.programs["value_and_grad"]
     const_names = [s.name for s in program.inputs[len(lowered.arguments):]]
     for name, value in zip(const_names, lowered.consts):
@@ -316,7 +317,7 @@ def _array_source(value) -> str:
 
 def _function_source(program, source, arity, sizes) -> str:
     """One program's function: constants as defaults, symbolic dims read from argument shapes."""
-    text = source.split("\n\n\n", 1)[1]
+    text = source[source.index(f"def {program.name}("):]
     _, body = text.split("\n", 1)
     params = [s.name for s in program.inputs]
     signature = ", ".join(params[:arity] + [f"{p}={p.upper()}" for p in params[arity:]])

@@ -213,6 +213,34 @@ def test_softmax_family_at_huge_logits(torch, scale):
         _same(a, b, rtol=1e-5)
 
 
+def test_max_shift_of_a_product_is_exact_where_xla_fuses_it(torch):
+    """Was (fuzzer): XLA's CPU backend fuses a product into the shift's subtraction (a fused
+    multiply-add), leaving the product's rounding error at the maximum: float32 softmax of logits
+    ~1e9 made by a product gave NaN, log_softmax inf, logsumexp -inf; float64 logsumexp of
+    -1.5 / 1e-40 gave inf and its gradient inf (PyTorch 1e40)."""
+    x0 = _f32([[1.1e9, 1.3e9], [1.7e9, 1.9e9]])
+    weights = _f32([[1.0, 2.0], [3.0, 4.0]])
+
+    def run(T):
+        F = T.nn.functional
+        x, w = T.tensor(x0, requires_grad=True), T.tensor(np.float32(3.3))
+        results = []
+        for fn in (lambda z: F.softmax(z, 1), lambda z: F.log_softmax(z, 1), lambda z: T.logsumexp(z, 1)):
+            x.grad = None
+            y = fn(x * w)
+            (y * T.tensor(weights[0] if y.dim() == 1 else weights)).sum().backward()
+            results += [y.detach().numpy(), x.grad.numpy()]
+        v = T.tensor(np.full((2, 3), -1.5), requires_grad=True)
+        y = T.logsumexp(v / 1e-40, 0)
+        y.sum().backward()
+        return results + [y.detach().numpy(), v.grad.numpy()]
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        assert np.isfinite(b).all()
+        _same(a, b, rtol=1e-6)
+
+
 def test_softmax_gradients_through_both_forms(torch):
     """PyTorch's backward formulas: g - exp(y) sum(g) and y (g - sum(g y))."""
     rng = np.random.default_rng(1)

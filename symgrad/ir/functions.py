@@ -374,6 +374,19 @@ class hardtanh(_RealFunction):
         return select(logical_or(less_equal(x, lo), greater_equal(x, hi)), sp.S.Zero, sp.S.One)
 
 
+class exact_difference(_RealFunction):
+    """a - b, and exactly ``a * 0`` where a == b: XLA fuses a product into the subtraction (a fused
+    multiply-add, codegen.stable), which there leaves the product's rounding error, and logsumexp's
+    gradient exp(x - out) at logits of 1e40 overflows on it."""
+
+    array_code = "{where}(({a}) == ({b}), ({a}) * 0, ({a}) - ({b}))"
+    nargs = 2
+    numeric = staticmethod(lambda a, b: a - b)
+
+    def fdiff(self, argindex=1):
+        return sp.S.One if argindex == 1 else sp.S.NegativeOne
+
+
 class rerouted(_RealFunction):
     """The value ``new`` with the derivative of ``old``: ``y.add_(1)`` under no_grad on a y with
     history takes new values and keeps y's gradient (PyTorch does not record the update)."""
@@ -417,7 +430,7 @@ class root(_RealFunction):
 ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, softplus_kernel, binary_cross_entropy, binary_cross_entropy_with_logits, step, relu, equal, greater, greater_equal, less,
                          less_equal, not_equal, select, floor, ceil, rint, trunc, sign, isnan, isinf, isfinite,
                          logical_not, logical_and, logical_or, logical_xor, floor_divide, remainder, clamp,
-                         maximum, minimum, hardtanh, hardswish, rerouted, root)
+                         maximum, minimum, hardtanh, hardswish, exact_difference, rerouted, root)
 
 
 # ---------------------------------------------------------------------------- structural
@@ -561,7 +574,7 @@ class LogSumExp(Structural):
         x, axes, keepdim = self.args
         axes, keepdim, sx = _ints(axes), bool(keepdim), p.shape_of(x)
         g = p.expand_reduced(g, sx, axes, keepdim)
-        return [(x, g * sp.exp(x - p.expand_reduced(out, sx, axes, keepdim)))]
+        return [(x, g * sp.exp(exact_difference(x, p.expand_reduced(out, sx, axes, keepdim))))]
 
 
 class LogSoftmax(Structural):
