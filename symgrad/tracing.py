@@ -110,7 +110,7 @@ class Walk:
                     args = [_at_compute_dtype(program, a, node) if a in floats else a for a in args]
                 if not node.op.elementwise:  # a number or a scalar standing for an array becomes one,
                     # typed (a bare 0.0 is a float64 to JAX: max() of a zeroed float32 0-d tensor was one)
-                    args = [program.materialize(a, i.shape, i.dtype.name) for a, i in zip(args, node.inputs)]
+                    args = [program.materialize(a, i.shape, _typed(i, node)) for a, i in zip(args, node.inputs)]
                 expr = node.op.build(program, node, *args)
                 if (node.op is LEAF or not node.requires_grad) and any(i.requires_grad for i in node.inputs) \
                         and not expr.is_Number:
@@ -121,13 +121,27 @@ class Walk:
         return exprs
 
 
-def _at_compute_dtype(program: Program, number, consumer):
-    """A Python float taken as an input, cast as PyTorch casts it: to the dtype ``consumer``
-    computes in (float32 beside a float32 tensor, as a literal would be in JAX; exact in float64)."""
+def _compute_dtype(consumer):
+    """The dtype ``consumer`` computes in: a Python float beside it is taken in it, as PyTorch takes
+    it (float32 beside a float32 tensor, as a literal would be in JAX; exact in float64)."""
     dtype = consumer.dtype
-    if not dtype.is_floating_point:
-        dtype = dtypes.promote([(i.dtype, priority(i)) for i in consumer.inputs])
+    return dtype if dtype.is_floating_point else dtypes.promote([(i.dtype, priority(i)) for i in consumer.inputs])
+
+
+def _at_compute_dtype(program: Program, number, consumer):
+    """A Python float taken as an input, cast to the dtype ``consumer`` computes in."""
+    dtype = _compute_dtype(consumer)
     return program.astype(number, dtype.name) if dtype.is_floating_point else number
+
+
+def _typed(input_node, consumer) -> str:
+    """The dtype an input is made an array in: a Python float's is its consumer's (x64[0] = 1e30
+    wrote a float32-rounded 1e30), a tensor's its own."""
+    if is_float_scalar(input_node):
+        dtype = _compute_dtype(consumer)
+        if dtype.is_floating_point:
+            return dtype.name
+    return input_node.dtype.name
 
 
 def is_float_scalar(node) -> bool:

@@ -397,6 +397,25 @@ def test_a_python_float_taken_as_an_input_keeps_its_precision(torch):
     assert ours == theirs  # exactly: float64 sees the double, float32 its rounding, as in PyTorch
 
 
+def test_a_python_float_written_into_a_float64_tensor_keeps_its_precision(torch):
+    """Was (fuzzer): ``x64[...] = 1e30`` wrote 1.0000000150474662e+30, the float32 rounding,
+    as did the number of any op that is not elementwise (where, masked_fill, index_put)."""
+    def run(T):
+        x = T.tensor(np.ones((2, 3)), requires_grad=True).clone()
+        x[...] = 1e30
+        x[0, 1] = 1.1
+        x[T.tensor([1]), T.tensor([2])] = 0.1
+        mask = T.tensor([[True, False, False], [False, False, False]])
+        y = T.where(mask, x, 0.3) + x.masked_fill(mask, 0.7)
+        (y * T.tensor(np.arange(6.0).reshape(2, 3))).sum().backward()
+        z = T.ones(2, dtype=T.float32)
+        z[0] = 1.1
+        return x.tolist(), y.tolist(), z.tolist()
+
+    ours, theirs = _both(torch, run)
+    assert ours == theirs  # exactly
+
+
 @pytest.mark.parametrize("name", ["nan - x", "nan / x", "x ** nan", "nan ** x", "x * nan"])
 def test_a_python_nan_keeps_the_gradient_pytorch_gives(torch, name):
     """Was: SymPy's NaN absorbed what it met (nan - x was nan with no x in it: gradient 0, where
