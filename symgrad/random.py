@@ -245,6 +245,21 @@ def uniform(generator: Generator, n: int, dtype, low: float = 0.0, high: float =
     return _fma(dtype)(_unit(generator, n, dtype), high - low, low).astype(dtype.numpy)
 
 
+def lattice_draws(generator: Generator, n: int, dtype, low: float, high: float):
+    """``uniform(generator, n, dtype, low, high)`` as ``(draws, offset, step)`` with the values
+    ``(draws % 2**24 + offset) * step`` in float32 (the 32-bit draws as int64, untouched), or None
+    (the generator not advanced) where the draws are not on a lattice (``_lattice``): the
+    arithmetic can then be left to whoever needs the values."""
+    if dtype is not dtypes.float32:
+        return None
+    low, high = _F32(low), _F32(high)
+    lattice = _lattice(high - low, low)
+    if lattice is None:
+        return None
+    step, offset = lattice
+    return generator.uint32(n).view(np.int64), offset, float(step)
+
+
 def _lattice(scale, low):
     """``(step, offset)`` with ``k 2**-24 scale + low == (k + offset) step`` exactly for every
     24-bit ``k``, ``step`` a positive float32 and ``k + offset`` exact in float32; else None.
