@@ -17,7 +17,7 @@ class Adagrad(PerParameter):
                                       maximize=maximize, differentiable=differentiable, fused=fused))
         for group in self.param_groups:  # PyTorch makes Adagrad's state at construction
             for p in group["params"]:
-                self.state[p]["step"] = creation.tensor(0.0)
+                self._start_count(p)
                 self.state[p]["sum"] = creation.full_like(p, group["initial_accumulator_value"])
 
     def _update(self, p, group, grad) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sympy as sp
 
-from symgrad import creation
 from symgrad.ops.elementwise import elementwise
 from symgrad.ops.functions import LERP
 from symgrad.ops.registry import Example
@@ -49,8 +48,7 @@ class Adam(PerParameter):
         lr, (beta1, beta2), eps, weight_decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         state = self.state[p]
         if not state:
-            state["step"] = creation.tensor(0.0)
-            self._step_counts[p] = 0
+            self._start_count(p)
             state["exp_avg"] = zeros_like(p)
             state["exp_avg_sq"] = zeros_like(p)
             if group["amsgrad"]:

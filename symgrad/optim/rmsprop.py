@@ -17,7 +17,7 @@ class RMSprop(PerParameter):
     def _update(self, p, group, grad) -> None:
         state = self.state[p]
         if not state:
-            state["step"] = creation.tensor(0.0)
+            self._start_count(p)
             state["square_avg"] = creation.zeros_like(p)
             if group["momentum"] > 0:
                 state["momentum_buffer"] = creation.zeros_like(p)
