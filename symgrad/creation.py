@@ -88,7 +88,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
     devices.check(device)
     dtype = dtype or dtypes.default_for(fill_value)
     shape = _size((size,) if isinstance(size, int) else tuple(size))
-    return _make(np.full(shape, fill_value, dtype.numpy), dtype, requires_grad)
+    return _make(np.full(shape, dtypes.number_in(fill_value, dtype), dtype.numpy), dtype, requires_grad)
 
 
 def ones(*dims, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:

@@ -72,6 +72,27 @@ def torch_name(d: dtype) -> str:
     return _TORCH_NAMES[d.name]
 
 
+_CXX_NAMES = {"int32": "int", "int64": "int64_t", "float16": "c10::Half", "float32": "float", "float64": "double"}
+
+
+def number_in(value, d: dtype):
+    """The Python number ``value`` as a tensor of ``d`` holds it (ints truncate), refused as PyTorch's
+    checked conversion refuses it: outside ``d``'s range, or NaN/inf into an integer type."""
+    if isinstance(value, int) and not -2 ** 63 <= value < 2 ** 64:
+        raise OverflowError("int too big to convert")
+    if d is bool_:
+        return bool(value)
+    if d.category == INTEGER:
+        limits = np.iinfo(d.numpy)
+        if not limits.min <= value <= limits.max:  # False for NaN too
+            raise RuntimeError(f"value cannot be converted to type {_CXX_NAMES[d.name]} without overflow")
+        return int(value)
+    value = float(value)
+    if abs(value) > float(np.finfo(d.numpy).max) and abs(value) != float("inf"):
+        raise RuntimeError(f"value cannot be converted to type {_CXX_NAMES[d.name]} without overflow")
+    return value
+
+
 _default_float = [float32]  # torch.set_default_dtype's setting
 
 

@@ -9,6 +9,7 @@ down again to the base's other views.
 """
 from __future__ import annotations
 
+from symgrad import dtypes
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad.kinds import exactly
@@ -177,6 +178,7 @@ def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
     Under grad mode a tensor with history records the fill (its gradient is zero), as PyTorch.
     """
     node = tensor._node
+    value = dtypes.number_in(value, node.dtype)
     if tensor._view is not None or tensor._inference:
         check_writable(tensor, name)
     if is_grad_enabled() and node.requires_grad:

@@ -316,6 +316,38 @@ def test_pytorchs_exception_class(torch, call):
     assert raised(call, symgrad) == expected
 
 
+NUMBERS_WRITTEN = (300, 2 ** 40, -1, 1e10, 3.7, -3.7, INF, NAN, 1e300, 2 ** 63, 2 ** 70, 9.3e18)
+WRITES = {
+    "setitem": lambda T, v, value: v.__setitem__(Ellipsis, value),
+    "fill_": lambda T, v, value: v.fill_(value),
+    "masked_fill_": lambda T, v, value: v.masked_fill_(T.tensor([True, False]), value),
+    "full": lambda T, v, value: v.copy_(T.full((2,), value, dtype=v.dtype)),
+}
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_a_number_written_into_a_tensor_is_checked_as_pytorch_checks_it(torch, write):
+    """Was (fuzzer): ``int64[...] = 1e30`` raised OverflowError while computing, and left the
+    tensor broken; 9.3e18 and 2**63 wrapped around, NaN into an int raised ValueError. PyTorch
+    truncates what fits and refuses the rest with RuntimeError (ValueError for a Python int
+    beyond int64 in indexing), and the tensor keeps its values."""
+    def run(T):
+        outcomes = []
+        for dtype in (T.int32, T.int64, T.bool, T.float32, T.float64):
+            for value in NUMBERS_WRITTEN:
+                v = T.tensor([5, 6]).to(dtype)
+                try:
+                    WRITES[write](T, v, value)
+                    outcomes.append(v.tolist())
+                except Exception as error:  # noqa: BLE001 - the class and wording are compared
+                    outcomes.append((type(error).__name__, str(error), v.tolist()))
+        return outcomes
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        assert repr(a) == repr(b)
+
+
 # ------------------------------------------------ 9. the graph is freed after backward(gradient)
 
 

@@ -319,18 +319,6 @@ PUT = register(Op("put", lambda nodes, spec, axes, name: name, _infer_put, _buil
                   domain=("real", "real", "label")))
 
 
-def _number_as(value, dtype):
-    """A Python number written into a tensor of ``dtype``, converted as PyTorch converts it."""
-    if dtype is dtypes.bool_:
-        return bool(value)
-    if dtype.is_integer:
-        try:
-            return int(value)
-        except (OverflowError, ValueError):
-            raise RuntimeError(f"value cannot be converted to type {dtype.name}_t without overflow") from None
-    return float(value)
-
-
 def _check_value_shape(value_shape, dtype, target, advanced: bool):
     """PyTorch's errors for a value that does not broadcast to where it is written."""
     have = tuple(value_shape)
@@ -360,7 +348,9 @@ def setitem(tensor, key, value):
     read = Key(tuple(tensor.shape), key).check_shapes()
     target = read.taken_shape() if read.indices else read.view_shape
     if not isinstance(value, Tensor):
-        value = _number_as(value, tensor.dtype)
+        if isinstance(value, int) and not -2 ** 63 <= value < 2 ** 63:  # PyTorch's indexing unpacks it first
+            raise ValueError("Overflow when unpacking long long")
+        value = dtypes.number_in(value, tensor.dtype)
     else:
         _check_value_shape(value.shape, value.dtype, target, bool(read.indices))
         if read.indices and value.dtype is not tensor.dtype:
@@ -503,7 +493,7 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     axis = _check_along("scatter", input, dim, index, src if isinstance(src, Tensor) else None)
     if not isinstance(src, Tensor):
-        src = _number_as(src, input.dtype)
+        src = dtypes.number_in(src, input.dtype)
     return apply(SCATTER, input, index, src, attrs=(axis, "set"))
 
 
@@ -592,7 +582,7 @@ MASKED_FILL = register(Op("masked_fill", lambda nodes: "MaskedFillBackward0" if 
 @MASKED_FILL.publish(Names(function=("masked_fill",), method=("masked_fill",), inplace=("masked_fill_",)))
 def masked_fill(input, mask, value):
     if not isinstance(value, Tensor):
-        value = _number_as(value, input.dtype)
+        value = dtypes.number_in(value, input.dtype)
     return apply(MASKED_FILL, input, mask, value)
 
 
@@ -669,5 +659,5 @@ def index_fill(input, dim, index, value):
             raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {axis} with size {size}")
         index = Tensor(leaf(jnp.asarray(np.unique(values.reshape(-1) % max(size, 1))), dtypes.int64))
     if not isinstance(value, Tensor):
-        value = _number_as(value, input.dtype)
+        value = dtypes.number_in(value, input.dtype)
     return apply(INDEX_FILL, input, index, value, attrs=(axis,))
