@@ -77,6 +77,12 @@ class Generator:
         self._fresh = self._fresh and n == 0
         return self._engine.random_raw(n).astype(_U64, copy=False)
 
+    def uint32_narrow(self, n: int) -> np.ndarray:
+        """The draws of ``uint32(n)`` as uint32 (the same engine steps): half the memory, so a
+        model whose weights wait to be computed (``nn.init.uniform_``) holds 4 bytes a weight."""
+        self._fresh = self._fresh and n == 0
+        return np.random.Generator(self._engine).integers(0, 2**32, n, dtype=np.uint32)
+
     def uint64(self, n: int) -> np.ndarray:
         """``n`` 64-bit draws, PyTorch's ``random64()``: two 32-bit draws, the first one high."""
         pairs = self.uint32(2 * n).reshape(n, 2)
@@ -247,8 +253,9 @@ def uniform(generator: Generator, n: int, dtype, low: float = 0.0, high: float =
 
 def lattice_draws(generator: Generator, n: int, dtype, low: float, high: float):
     """``uniform(generator, n, dtype, low, high)`` as ``(draws, offset, step)`` with the values
-    ``(draws % 2**24 + offset) * step`` in float32 (the 32-bit draws as int64, untouched), or None
-    (the generator not advanced) where the draws are not on a lattice (``_lattice``): the
+    ``(draws % 2**24 + offset) * step`` in float32 (the 32-bit draws as int32, untouched: ``%``
+    rounds toward minus infinity, so a draw read as negative leaves the same low 24 bits), or
+    None (the generator not advanced) where the draws are not on a lattice (``_lattice``): the
     arithmetic can then be left to whoever needs the values."""
     if dtype is not dtypes.float32:
         return None
@@ -257,7 +264,7 @@ def lattice_draws(generator: Generator, n: int, dtype, low: float, high: float):
     if lattice is None:
         return None
     step, offset = lattice
-    return generator.uint32(n).view(np.int64), offset, float(step)
+    return generator.uint32_narrow(n).view(np.int32), offset, float(step)
 
 
 def _lattice(scale, low):

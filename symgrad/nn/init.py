@@ -53,7 +53,7 @@ def uniform_(tensor, a: float = 0.0, b: float = 1.0, generator=None):
         return tensor.uniform_(a, b, generator=generator)
     draws, offset, step = lattice
     draws.flags.writeable = False
-    values = Tensor(leaf(draws.reshape(tensor.shape), dtypes.int64)).remainder(2**24).add(offset)
+    values = Tensor(leaf(draws.reshape(tensor.shape), dtypes.int32)).remainder(2**24).add(offset)
     write_values(tensor, values.to(dtypes.float32).mul(step)._node)
     return tensor
 
