@@ -127,9 +127,11 @@ class PerParameter(Optimizer):
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
+            maximize = group["maximize"]
             for p in group["params"]:
-                if p.grad is not None:
-                    self._update(p, group, -p.grad if group["maximize"] else p.grad)
+                grad = p._grad  # a parameter is a leaf: .grad's check for non-leaves is not needed
+                if grad is not None:
+                    self._update(p, group, -grad if maximize else grad)
         return loss
 
 
