@@ -18,6 +18,7 @@ array.  Nothing here differentiates: the programs composed are the symbolic ones
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import weakref
@@ -25,6 +26,20 @@ import weakref
 import jax
 import jax.numpy as jnp
 from jax.core import Tracer
+
+try:  # whether JAX is tracing here: no public spelling; without it, on_arrays always takes the safe way
+    from jax._src.core import trace_state_clean as _trace_state_clean
+except ImportError:  # pragma: no cover - depends on the JAX version
+    def _trace_state_clean() -> bool:
+        return False
+
+
+def on_arrays():
+    """A context in which jitted calls compute arrays even while JAX traces a function around them
+    (``ensure_compile_time_eval``), entered only then: the setting is part of jit's cache key, so a
+    program also called there was compiled twice (a 70 ms stall the first time a loop read a value
+    in the middle of a chain)."""
+    return contextlib.nullcontext() if _trace_state_clean() else jax.ensure_compile_time_eval()
 
 from codegen import speed
 
@@ -129,7 +144,7 @@ class _Chain:
         placeholders get their arrays.  Always on arrays, never traced: a value read while JAX
         traces a function (a pending tensor captured by ``value_and_grad``) is a constant of that
         trace, and the chain's other results must not become tracers."""
-        with jax.ensure_compile_time_eval():
+        with on_arrays():
             self._run()
 
     def _run(self) -> None:

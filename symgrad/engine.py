@@ -204,7 +204,7 @@ def realize_outlived(nodes) -> None:
 def _computed_now(nodes) -> bool:
     """``_realize`` on arrays, even while JAX traces a function that reads these nodes (a value
     captured by ``value_and_grad``): their values belong to no trace."""
-    with jax.ensure_compile_time_eval():
+    with deferred.on_arrays():
         return _without_collection(_realize, nodes)
 
 

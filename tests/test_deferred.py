@@ -118,6 +118,28 @@ def test_a_read_runs_the_chain_cut_short_and_cools_the_program():
     assert not isinstance(a2, deferred.Pending)
 
 
+def test_a_chain_cut_short_compiles_no_program_again():
+    """Was: a chain always ran inside ``ensure_compile_time_eval``, a setting that is part of jit's
+    cache key, so a program called at once before and then in a chain cut short was compiled by
+    XLA a second time (a 70 ms stall in the 9th fresh W5 loop of a process)."""
+    compiles = []
+
+    def listener(event, seconds, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(event)
+
+    step = Step()
+    a, b = deferred.call(step, [jnp.float32(0.5), jnp.float32(0.1)])  # compiled here, at once
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        a, b = _iterate(step, a, b, deferred.HOT_AFTER + 5)
+        assert isinstance(b, deferred.Pending)
+        np.testing.assert_allclose(b.get(), _by_hand(0.5, 0.1, deferred.HOT_AFTER + 6)[1], **F32)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert compiles == []
+
+
 def test_only_results_still_held_come_out_of_a_chain():
     step = Step()
     kept = []
