@@ -45,17 +45,19 @@ def assign(tensor: Tensor, node: Node) -> None:
     mark(storage, tensor._node, node)
     tensor._rebind(node)
     if len(storage.members) > 1:
-        ancestors = {id(parent) for parent in _write_up(tensor)}
+        written, recorded = _write_up(tensor)
         for member in storage.live():
-            if member._view is not None and id(member) not in ancestors:
-                _refresh(member, member is not tensor)
+            if member._view is not None and id(member) not in recorded:
+                _refresh(member, member is not tensor and id(member) not in written)
     storage.version += 1
 
 
-def _write_up(tensor: Tensor) -> list:
-    """Write a view's new values into what it was made from, and so on up to the base; the
-    tensors written.  Through a detach (or without grad mode) only values move."""
-    written, child, history = [], tensor, _grad_state.enabled
+def _write_up(tensor: Tensor):
+    """Write a view's new values into what it was made from, and so on up to the base.  Through a
+    detach (or without grad mode) only values move.  The ids of the tensors written, and of those
+    written with history (CopySlices): the others, views made again from their parents, take
+    PyTorch's AsStridedBackward0 as a view whose base changed does."""
+    written, recorded, child, history = set(), set(), tensor, _grad_state.enabled
     while child._view is not None:
         parent, step, _ = child._view
         old = parent._node
@@ -64,16 +66,19 @@ def _write_up(tensor: Tensor) -> list:
             new = _values(old, lazy_leaf(child._node))
         elif history:
             new = record(WRITE_BACK, (old, child._node), step)
-            new = new if new.requires_grad else _values(old, new)
+            if new.requires_grad:
+                recorded.add(id(parent))
+            else:
+                new = _values(old, new)
         else:
             with no_grad():
                 new = _values(old, record(WRITE_BACK, (old, child._node), step))
         if step is not DATA:
             mark(parent._storage, old, new)
         parent._rebind(new)
-        written.append(parent)
+        written.add(id(parent))
         child = parent
-    return written
+    return written, recorded
 
 
 def _refresh(member: Tensor, replaced: bool) -> None:

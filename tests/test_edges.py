@@ -561,7 +561,8 @@ def test_constants_divided_by_a_zero_constant(torch):
     ours, theirs = _both(torch, run)
     for a, b in zip(ours, theirs):
         _same(a, b)
-        assert np.array_equal(np.signbit(a), np.signbit(b))
+        signed = ~np.isnan(b)  # a NaN's sign is the hardware's or XLA's constant folder's: IEEE leaves it open
+        assert np.array_equal(np.signbit(a[signed]), np.signbit(b[signed]))
 
 
 def test_a_bool_mask_times_nan_is_nan(torch):

@@ -65,6 +65,16 @@ def detach_and_data_share_storage(T):
     return dict(w=w, d=d, data=data, grad=w.grad, d_leaf=d.is_leaf, d_requires=d.requires_grad, base=d._base)
 
 
+def detached_view_written(T):
+    """A write into ``v.detach()`` for a view ``v`` of a leaf: ``v`` is made again from its base,
+    AsStridedBackward0 as in PyTorch (was TBackward0: a fuzzer finding), and its gradient reaches w."""
+    w = T.tensor(X4.reshape(2, 2), requires_grad=True)
+    v = w.t()
+    v.detach().add_(2)
+    (v * T.tensor(np.arange(4.0, dtype=np.float32).reshape(2, 2))).sum().backward()
+    return dict(w=w, v=v, grad=w.grad, name=_name(v), version=v._version)
+
+
 def view_written_with_history(T):
     x = T.tensor(X4, requires_grad=True)
     w = T.tensor([2.0, -1.0], requires_grad=True)
@@ -136,7 +146,7 @@ def activations_in_place(T):
 
 
 SCENARIOS = [activations_in_place, slice_of_a_result_written, base_written_views_see_it, writes_through_views_without_grad,
-             detach_and_data_share_storage, view_written_with_history, diagonal_written_with_history,
+             detach_and_data_share_storage, detached_view_written, view_written_with_history, diagonal_written_with_history,
              no_grad_write_into_a_view_of_a_parameter, a_module_state_dict_shares_its_parameters,
              saved_values_untouched]
 
