@@ -78,8 +78,7 @@ class Generator:
         return self._engine.random_raw(n).astype(_U64, copy=False)
 
     def uint32_narrow(self, n: int) -> np.ndarray:
-        """The draws of ``uint32(n)`` as uint32 (the same engine steps): half the memory, so a
-        model whose weights wait to be computed (``nn.init.uniform_``) holds 4 bytes a weight."""
+        """The draws of ``uint32(n)`` as uint32 (the same engine steps): half the memory."""
         self._fresh = self._fresh and n == 0
         return np.random.Generator(self._engine).integers(0, 2**32, n, dtype=np.uint32)
 
@@ -251,22 +250,6 @@ def uniform(generator: Generator, n: int, dtype, low: float = 0.0, high: float =
     return _fma(dtype)(_unit(generator, n, dtype), high - low, low).astype(dtype.numpy)
 
 
-def lattice_draws(generator: Generator, n: int, dtype, low: float, high: float):
-    """``uniform(generator, n, dtype, low, high)`` as ``(draws, offset, step)`` with the values
-    ``(draws % 2**24 + offset) * step`` in float32 (the 32-bit draws as int32, untouched: ``%``
-    rounds toward minus infinity, so a draw read as negative leaves the same low 24 bits), or
-    None (the generator not advanced) where the draws are not on a lattice (``_lattice``): the
-    arithmetic can then be left to whoever needs the values."""
-    if dtype is not dtypes.float32:
-        return None
-    low, high = _F32(low), _F32(high)
-    lattice = _lattice(high - low, low)
-    if lattice is None:
-        return None
-    step, offset = lattice
-    return generator.uint32_narrow(n).view(np.int32), offset, float(step)
-
-
 def _lattice(scale, low):
     """``(step, offset)`` with ``k 2**-24 scale + low == (k + offset) step`` exactly for every
     24-bit ``k``, ``step`` a positive float32 and ``k + offset`` exact in float32; else None.
@@ -282,12 +265,15 @@ def _lattice(scale, low):
 
 def _lattice_float32(generator: Generator, n: int, step, offset: int) -> np.ndarray:
     """float32 ``uniform_(low, high)`` on a lattice (``_lattice``): the fused multiply-add's one
-    rounding is the float32 product's, so the draws stay float32 (the model build's speed)."""
-    draws = generator.uint32(n)
-    draws &= _U64(2**24 - 1)
-    values = np.add(draws, _F32(offset), dtype=np.float32)  # exact: |k + offset| <= 2**24
-    values *= step
-    return values
+    rounding is the float32 product's, so the draws stay float32 (the model build's speed).
+    ``k + offset`` is exact in int32, and the product is written over the 32-bit draws: no
+    array of 8-byte draws and no fresh array (a 784x512 layer's fresh pages cost as much as
+    its arithmetic)."""
+    draws = generator.uint32_narrow(n)
+    draws &= np.uint32(2**24 - 1)
+    k = draws.view(np.int32)
+    k += np.int32(offset)  # exact: |k + offset| <= 2**24
+    return np.multiply(k, step, out=k.view(np.float32), dtype=np.float32)
 
 
 def _sums_exactly(scale, low) -> bool:

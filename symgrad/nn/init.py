@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import math
 
-from symgrad import dtypes, random
 from symgrad.grad_mode import no_grad
-from symgrad.inplace import fill_inplace, write_values
-from symgrad.nodes import leaf
-from symgrad.tensor import Tensor
+from symgrad.inplace import fill_inplace
 
 _GAINS = {"linear": 1.0, "conv1d": 1.0, "conv2d": 1.0, "conv3d": 1.0, "conv_transpose1d": 1.0,
           "conv_transpose2d": 1.0, "conv_transpose3d": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3, "relu": math.sqrt(2.0),
@@ -43,19 +40,7 @@ def _fan(tensor, mode: str) -> int:
 
 @no_grad()
 def uniform_(tensor, a: float = 0.0, b: float = 1.0, generator=None):
-    """``tensor.uniform_(a, b)``, the generator advanced now and the values computed when first
-    read, inside the program that reads them: a model built only to have a checkpoint loaded over
-    it (W6's) never computes its draws (~3 ms of a 784-512-512-10 build), one that trains computes
-    them in its first step; read on their own, they cost one small program per shape.  Draws
-    not on a float32 lattice (``random.lattice_draws``) are made now."""
-    lattice = random.lattice_draws(generator or random.default_generator, tensor.numel(), tensor.dtype, a, b)
-    if lattice is None:
-        return tensor.uniform_(a, b, generator=generator)
-    draws, offset, step = lattice
-    draws.flags.writeable = False
-    values = Tensor(leaf(draws.reshape(tensor.shape), dtypes.int32)).remainder(2**24).add(offset)
-    write_values(tensor, values.to(dtypes.float32).mul(step)._node)
-    return tensor
+    return tensor.uniform_(a, b, generator=generator)
 
 
 @no_grad()
