@@ -22,7 +22,7 @@ ELEMENTWISE = {
     "floor": "jnp.floor", "ceil": "jnp.ceil", "rint": "jnp.round", "trunc": "jnp.trunc",
     "isnan": "jnp.isnan", "isinf": "jnp.isinf", "isfinite": "jnp.isfinite", "logical_not": "jnp.logical_not",
     "logical_and": "jnp.logical_and", "logical_or": "jnp.logical_or", "logical_xor": "jnp.logical_xor",
-    "remainder": "jnp.remainder", "maximum": "jnp.maximum", "minimum": "jnp.minimum", "floor_divide": "jnp.floor_divide", "clamp": "jnp.clip",
+    "remainder": "jnp.remainder", "maximum": "jnp.maximum", "minimum": "jnp.minimum", "floor_divide": "jnp.floor_divide",
     "root": "jnp.sqrt",
 }
 
@@ -141,6 +141,11 @@ class JaxPrinter(StrPrinter):
         x, t = (self._print(a) for a in expr.args)
         minus_x = f"-{x}" if x.isidentifier() else f"-({x})"
         return f"((1 - {t}) * {x} + jax.nn.softplus({minus_x}))"
+
+    def _print_clamp(self, expr):  # an absent bound is None: an inf would make an integer x a float
+        x, lo, hi = expr.args
+        lo, hi = ("None" if bound.is_infinite else self._print(bound) for bound in (lo, hi))
+        return f"jnp.clip({self._print(x)}, {lo}, {hi})"
 
     def _print_exact_difference(self, expr):
         a, b = (self._print(x) for x in expr.args)

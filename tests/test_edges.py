@@ -660,3 +660,16 @@ def test_normalizing_a_constant_row_gives_zeros_as_pytorch(torch):
     np.testing.assert_array_equal(y, y_t)
     np.testing.assert_array_equal(g, g_t)
     np.testing.assert_allclose(grad, grad_t, rtol=1e-5, atol=1e-3)  # 1/sqrt(eps) times rounding: PyTorch's own
+
+
+def test_clamp_of_an_integer_tensor_with_one_bound_stays_integer(torch):
+    """Was (fuzzer): ``clamp_min(int64, 3)`` computed a float64 array under its int64 dtype (the
+    absent bound was printed as inf, and JAX promotes an integer array clipped by a float)."""
+    def run(T):
+        b = T.logical_not(T.tensor([[1.0, 0.0, 2.0]]))
+        n = T.tensor([1, 5, -3])
+        results = [T.clamp_min(b, 3), T.clamp_max(n, 2), n.clamp(min=0), n.clamp(max=-1), n.clamp_min(2)]
+        return [(str(r.dtype), r.numpy().dtype.name, r.tolist()) for r in results]
+
+    ours, theirs = _both(torch, run)
+    assert ours == theirs

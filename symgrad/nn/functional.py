@@ -777,6 +777,15 @@ CLAMP_MIN = elementwise(
     domain=("kinked", "real"), names=Names(function=("clamp_min",), method=("clamp_min",)))
 
 
+CLAMP_MAX = elementwise(
+    "clamp_max", lambda nodes: "ClampMaxBackward0" if not nodes[1].shape and nodes[1].op.name == "const"
+    else "ClampMaxBackward1", lambda x, high: ir.clamp(x, -sp.oo, high),
+    reference=lambda x, high: jnp.minimum(x, high), torch_fn=lambda t, x, high: t.clamp_max(x, high),
+    examples=(Example(((3, 4), ()), scalars={1: 0.25}), Example(((5,), ()), scalars={1: -1.0}),
+              Example(((2, 3), (3,)))),
+    domain=("kinked", "real"), names=Names(function=("clamp_max",), method=("clamp_max",)))
+
+
 DIV_SCALAR = elementwise(  # PyTorch's C++ division by a number (Python's x / 2 records DivBackward0)
     "div_scalar", "DivBackward1", lambda a, b: a / b, float_result=True, reference=jnp.true_divide,
     torch_fn=lambda t, a, b: t.ops.aten.div.Scalar(a, b), examples=(Example(((3, 4), ()), scalars={1: 2.5}),))

@@ -7,6 +7,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import sympy as sp
 from sympy.codegen.cfunctions import exp2, expm1, log1p, log2, log10
 
@@ -144,7 +145,17 @@ def clamp(input, min=None, max=None):
     if sum(isinstance(b, Tensor) for b in (min, max)) == 1 and min is not None and max is not None:
         raise TypeError("clamp() received an invalid combination of arguments: bounds must be both tensors "
                         f"or both numbers, got {type(min).__name__} and {type(max).__name__}")
-    return apply(CLAMP, input, -math.inf if min is None else min, math.inf if max is None else max)
+    lowest, highest = _absent_bounds(input.dtype)
+    return apply(CLAMP, input, lowest if min is None else min, highest if max is None else max)
+
+
+def _absent_bounds(dtype):
+    """The bounds that clamp nothing: infinities for floats, the extremes of an integer (or bool's
+    int64) dtype, which take no part in type promotion (an inf made an integer clamp float)."""
+    if dtype.is_floating_point:
+        return -math.inf, math.inf
+    limits = np.iinfo(dtype.numpy if dtype.is_integer else np.int64)
+    return int(limits.min), int(limits.max)
 
 
 def _lerp_name(nodes):
