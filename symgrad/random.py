@@ -78,7 +78,9 @@ class Generator:
         return self._engine.random_raw(n).astype(_U64, copy=False)
 
     def uint32_narrow(self, n: int) -> np.ndarray:
-        """The draws of ``uint32(n)`` as uint32 (the same engine steps): half the memory."""
+        """The draws of ``uint32(n)`` as uint32, half the memory: NumPy's full-range ``integers``
+        takes one 32-bit engine step per value, as ``random_raw`` does (the tests against PyTorch's
+        draws would show a NumPy that did otherwise)."""
         self._fresh = self._fresh and n == 0
         return np.random.Generator(self._engine).integers(0, 2**32, n, dtype=np.uint32)
 
