@@ -125,6 +125,11 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
     "denormals flushed to zero": ("XLA on CPU flushes denormals: 1e-40 is 0 in float32, sign(1e-40) is 0",
                                   lambda p: "denormal input" in p.flags or (
                                       "denormal scalar" in p.flags and p.precision == "float32")),
+    "one tensor as two operands, at 1e30": ("lerp(x, x, 1e30) and the like: PyTorch sums each operand's partial "
+                                           "gradient in floats, which cancel to 0 at 1e30; symgrad differentiates "
+                                           "the op as a function of x, exactly (api.md)",
+                                           lambda p: "e+30" in p.text and any(
+                                               re.search(r"\((v\d+), \1\b", line) for line in p.lines)),
     "XLA's division rewrites at 1e30": ("XLA's algebraic simplifier rewrites (a / b) / c to a / (b * c) and "
                                         "a / (b / c) to (a * c) / b, which overflow at +-1e30 where PyTorch's "
                                         "divisions do not: (x / x) / (x / x) is NaN at 1e30 (reliability.md)",
