@@ -144,7 +144,8 @@ class JaxPrinter(StrPrinter):
 
     def _print_clamp(self, expr):  # an absent bound is None: an inf would make an integer x a float
         x, lo, hi = expr.args
-        lo, hi = ("None" if bound.is_infinite else self._print(bound) for bound in (lo, hi))
+        lo = "None" if lo == -sp.oo else self._print(lo)
+        hi = "None" if hi == sp.oo else self._print(hi)
         return f"jnp.clip({self._print(x)}, {lo}, {hi})"
 
     def _print_exact_difference(self, expr):

@@ -668,7 +668,9 @@ def test_clamp_of_an_integer_tensor_with_one_bound_stays_integer(torch):
     def run(T):
         b = T.logical_not(T.tensor([[1.0, 0.0, 2.0]]))
         n = T.tensor([1, 5, -3])
-        results = [T.clamp_min(b, 3), T.clamp_max(n, 2), n.clamp(min=0), n.clamp(max=-1), n.clamp_min(2)]
+        x = T.tensor([1.0, -2.0])
+        results = [T.clamp_min(b, 3), T.clamp_max(n, 2), n.clamp(min=0), n.clamp(max=-1), n.clamp_min(2),
+                   T.clamp_max(x, -math.inf), T.clamp_min(x, math.inf), x.clamp(-math.inf, math.inf)]
         return [(str(r.dtype), r.numpy().dtype.name, r.tolist()) for r in results]
 
     ours, theirs = _both(torch, run)
