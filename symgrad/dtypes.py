@@ -73,6 +73,8 @@ def torch_name(d: dtype) -> str:
 
 
 _CXX_NAMES = {"int32": "int", "int64": "int64_t", "float16": "c10::Half", "float32": "float", "float64": "double"}
+_RANGES = {d: (float(np.finfo(d.numpy).max) if d.category == FLOATING else None,
+               np.iinfo(d.numpy) if d.category == INTEGER else None) for d in ALL}
 
 
 def number_in(value, d: dtype):
@@ -82,13 +84,13 @@ def number_in(value, d: dtype):
         raise OverflowError("int too big to convert")
     if d is bool_:
         return bool(value)
-    if d.category == INTEGER:
-        limits = np.iinfo(d.numpy)
+    largest, limits = _RANGES[d]
+    if limits is not None:
         if not limits.min <= value <= limits.max:  # False for NaN too
             raise RuntimeError(f"value cannot be converted to type {_CXX_NAMES[d.name]} without overflow")
         return int(value)
     value = float(value)
-    if abs(value) > float(np.finfo(d.numpy).max) and abs(value) != float("inf"):
+    if abs(value) > largest and abs(value) != float("inf"):
         raise RuntimeError(f"value cannot be converted to type {_CXX_NAMES[d.name]} without overflow")
     return value
 
