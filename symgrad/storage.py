@@ -169,9 +169,10 @@ def saves_input(node, position: int) -> bool:
     if op.name in PRODUCTS:  # linear's bias is no factor: it is never read
         factors = inputs[:2] if op.name == "linear" else inputs
         return position < len(factors) and any(n.requires_grad for k, n in enumerate(factors) if k != position)
-    if op.name in ("div", "rdiv"):
-        divisor = 1 if op.name == "div" else 0
-        return inputs[divisor].requires_grad or (position == divisor and inputs[1 - divisor].requires_grad)
+    if op.name == "rdiv":  # number / x is PyTorch's reciprocal(x) * number: the reciprocal keeps its result
+        return False
+    if op.name == "div":
+        return inputs[1].requires_grad or (position == 1 and inputs[0].requires_grad)
     return True
 
 

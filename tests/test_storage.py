@@ -117,16 +117,17 @@ def a_module_state_dict_shares_its_parameters(T):
 
 def saved_values_untouched(T):
     """Writes PyTorch accepts: an input that is not saved, the in-place op's own self, a product
-    by a constant."""
+    by a constant, a number divided by the input (PyTorch's reciprocal keeps its result)."""
     x = T.tensor(X4, requires_grad=True)
     h = x * 1
     s = h + 2  # add saves nothing
     c = h * T.ones(4)  # only the constant is saved (x's gradient needs it)
     b = T.nn.functional.linear(h.detach().view(1, 4), T.ones(2, 4), x[:2])  # a bias alone saves no factor
+    r = 2.0 / h
     h.add_(1)
     z = x.sin()
     z.mul_(x)  # mul_ keeps the original z for x's gradient
-    (s.sum() + c.sum() + z.sum() + b.sum()).backward()
+    (s.sum() + c.sum() + z.sum() + b.sum() + r.sum()).backward()
     return dict(grad=x.grad, h=h, z=z, version=h._version)
 
 
