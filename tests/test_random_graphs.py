@@ -117,6 +117,10 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
                                                        "raises, symgrad's runs",
                                                        lambda p: p.tagged("op:clamp") and _raised(
                                                            "doesn't match the broadcast shape")(p)),
+    "index_fill's backward with a negative index": ("index_fill(x, d, negative index, tensor value): PyTorch's "
+                                                    "backward raises IndexError, symgrad's runs (api.md)",
+                                                    lambda p: "index_fill" in p.text
+                                                    and _raised("index out of range in self")(p)),
     "BCE of a computed input outside [0, 1]": ("binary_cross_entropy checks its input's range only where the values "
                                                "are computed already (api.md: the check would cost a device sync per "
                                                "call); after an op the loss is NaN where PyTorch raises",
