@@ -13,6 +13,18 @@ from codegen import deferred
 F32 = dict(rtol=1e-5, atol=1e-6)
 
 
+@pytest.fixture(autouse=True)
+def no_chain_left_over():
+    """Each test starts with this thread's chain run: its counts of chains do not depend on what an
+    earlier test, of this file or of another one run in the same worker, left pending."""
+    chain = deferred._state.chain
+    if chain is not None:
+        with chain.lock:
+            if not chain.done:
+                chain.run()
+    yield
+
+
 class Step:
     """A stand-in for a compiled program: ``(a, b) -> (a + 1, b / 2 + cos(a))``, counting its runs.
     ``a`` counts the calls and ``b`` never settles: a call skipped or made twice shows in both."""
