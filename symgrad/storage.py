@@ -96,11 +96,29 @@ def partly_shared(target, operand, region=None) -> bool:
     if operand is target or operand._storage is None or operand._storage is not target._storage:
         return False
     mine, theirs = positions(target), positions(operand)
-    if region is not None:
+    if region is not None:  # x[key] = value: the value is expanded to the region first, as PyTorch's setitem does
         mine = mine[region]
+        theirs = _expanded(theirs, mine.shape)
+    if not (_dense(mine) and _dense(theirs)):
+        return False  # PyTorch's check gives up on what does not cover a range densely (a broadcast, a strided slice)
     if mine.shape == theirs.shape and (mine == theirs).all():
         return False
     return bool(np.intersect1d(mine, theirs).size)
+
+
+def _expanded(values, shape):
+    """``values`` broadcast to ``shape``, leading 1-sized dims dropped first; as they are if they do not fit."""
+    while values.ndim > len(shape) and values.shape[0] == 1:
+        values = values[0]
+    try:
+        return np.broadcast_to(values, shape)
+    except ValueError:
+        return values
+
+
+def _dense(places) -> bool:
+    """Whether the positions cover a range of the storage once each (any order: a transpose is dense)."""
+    return places.size == 0 or (places.max() - places.min() + 1 == places.size and np.unique(places).size == places.size)
 
 
 # ------------------------------------------------------------------ the version counter
