@@ -309,6 +309,8 @@ OVERLAPS = {  # an in-place op whose input shares elements with what it writes: 
     "x[::2] = x[1::2]": lambda T, x: x.__setitem__(slice(None, None, 2), x[1::2]),
     "x[::2] += x[1::2]": lambda T, x: x[::2].add_(x[1::2]),
     "a 2-d view's column plus the next": lambda T, x: x.view(2, 2)[:, :1].add_(x.view(2, 2)[:, 1:]),
+    "x[::2] += x[:2]": lambda T, x: x[::2].add_(x[:2]),
+    "x[::2] = x[:2]": lambda T, x: x.__setitem__(slice(None, None, 2), x[:2]),
 }
 
 
