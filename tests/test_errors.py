@@ -134,6 +134,17 @@ def test_bce_target_size_mismatch_is_a_value_error_as_in_pytorch():
         F.binary_cross_entropy_with_logits(torch.ones(3), torch.ones(5))
 
 
+@pytest.mark.parametrize("bad", ["input", "target"])
+def test_bce_input_and_target_outside_0_and_1_raise_as_in_pytorch(torch, bad):
+    """Was (fuzzer): a target of 1.5 was computed with; PyTorch checks both, the input first."""
+    import symgrad
+    for module in (symgrad, torch):
+        p = module.tensor([0.5, 1.5 if bad == "input" else 0.5])
+        t = module.tensor([1.5 if bad == "target" else 0.5, 0.5])
+        with pytest.raises(RuntimeError, match=f"all elements of {bad} should be between 0 and 1"):
+            module.nn.functional.binary_cross_entropy(p, t)
+
+
 def test_dimension_out_of_range():
     with pytest.raises(IndexError, match="Dimension out of range"):
         torch.ones(2, 3).sum(2)

@@ -121,10 +121,12 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
                                                     "backward raises IndexError, symgrad's runs (api.md)",
                                                     lambda p: "index_fill" in p.text
                                                     and _raised("index out of range in self")(p)),
-    "BCE of a computed input outside [0, 1]": ("binary_cross_entropy checks its input's range only where the values "
-                                               "are computed already (api.md: the check would cost a device sync per "
-                                               "call); after an op the loss is NaN where PyTorch raises",
-                                               _raised("all elements of input should be between 0 and 1")),
+    "BCE of a computed input outside [0, 1]": ("binary_cross_entropy checks its input's and target's range only "
+                                               "where the values are computed already (api.md: the check would "
+                                               "cost a device sync per call); after an op the loss is NaN where "
+                                               "PyTorch raises",
+                                               _raised("elements of input should be between 0 and 1",
+                                                       "elements of target should be between 0 and 1")),
     # numbers
     "denormals flushed to zero": ("XLA on CPU flushes denormals: 1e-40 is 0 in float32, sign(1e-40) is 0",
                                   lambda p: "denormal input" in p.flags or (

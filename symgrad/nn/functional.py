@@ -294,9 +294,10 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                          "is deprecated. Please ensure they have the same size.")
     if target.dtype is not input.dtype:
         raise RuntimeError(f"Found dtype {dtypes.torch_name(target.dtype)} but expected {dtypes.torch_name(input.dtype)}")
-    values = _known_values(input)
-    if values is not None and not np.all((values >= 0) & (values <= 1)):
-        raise RuntimeError("all elements of input should be between 0 and 1")
+    for tensor, role in ((input, "input"), (target, "target")):
+        values = _known_values(tensor)
+        if values is not None and not np.all((values >= 0) & (values <= 1)):
+            raise RuntimeError(f"all elements of {role} should be between 0 and 1")
     if weight is None:
         return apply(BCE, input, target, attrs=(_reduction(reduction),))
     _not_differentiable("binary_cross_entropy", weight=weight)
