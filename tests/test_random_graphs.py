@@ -156,6 +156,9 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
     "addcdiv of a bool tensor": ("addcdiv/addcmul with a bool operand: PyTorch's backward raises (a Float gradient "
                                  "can't be cast to Bool), symgrad's runs", lambda p: p.tagged("addcdiv@bool", "addcmul@bool")
                                  and _raised("can't be cast to the desired output type")(p)),
+    "lerp of bool tensors": ("lerp(b, b, w) of bool tensors with a weight that requires grad: PyTorch's backward "
+                             "raises (bool subtraction), symgrad's runs",
+                             lambda p: "lerp" in p.text and _raised("with two bool tensors is not supported")(p)),
     "kernels PyTorch lacks for bool or int": ("an op of bool or integer tensors that PyTorch's CPU kernels refuse and "
                                               "symgrad computes (most are refused now, as PyTorch: abs, neg, -, "
                                               "rounding, relu, remainder, addcdiv, addcmul)", lambda p: _refused(
