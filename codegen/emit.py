@@ -8,7 +8,7 @@ and runs that repeat (codegen.reroll) are printed once, as the body of a ``jax.l
 """
 from __future__ import annotations
 
-from codegen import speed, stable
+from codegen import nan_literals, speed, stable
 from codegen.printer import value_text
 from codegen.reroll import find_loops, split_step_terms
 from codegen.scan import Scans
@@ -77,4 +77,4 @@ def emit(program: Program, reroll: bool | None = None) -> str:
     lines.append(f"    # returns: {comment}" if comment else "    # returns nothing")
     lines.append(f"    return ({', '.join(outputs)}{',' if len(outputs) == 1 else ''})")
     function = "\n".join(lines) + "\n"
-    return HEADER + stable.definitions_for(function) + function
+    return HEADER + nan_literals.kept(stable.definitions_for(function) + function)

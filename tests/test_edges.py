@@ -463,6 +463,25 @@ def test_a_python_nan_keeps_the_gradient_pytorch_gives(torch, name):
         _same(a, b)
 
 
+@pytest.mark.parametrize("name", ["exp", "exp2", "softmax", "log_softmax", "logsumexp"])
+def test_exponentials_of_a_tensor_that_met_a_python_nan_are_nan(torch, name):
+    """Was (fuzzer): ``x += nan; torch.exp(x)`` gave zeros or garbage in float32 (XLA's CPU exp of a
+    NaN that LLVM folds while compiling is undefined; codegen.nan_literals), value and gradient."""
+    def run(T):
+        w = T.tensor(_f32([[1.0, -2.0, 0.5], [3.0, 0.0, -1.0]]), requires_grad=True)
+        x = w * 1.5
+        x += NAN
+        fn = getattr(T, name)
+        y = fn(x) if name in ("exp", "exp2") else fn(x, 1)
+        y.sum().backward()
+        return y.detach().numpy(), w.grad.numpy()
+
+    (value, grad), (value_t, grad_t) = _both(torch, run)
+    assert np.isnan(value_t).all() and np.isnan(grad_t).all()
+    _same(value, value_t)
+    _same(grad, grad_t)
+
+
 def test_max_of_a_tensor_with_a_nan_sends_the_gradient_to_the_nan(torch):
     """Was: max() took amax's rule (x == result is false everywhere at a NaN): NaN gradients.
     PyTorch's max() writes g / count into the NaN entries and exact zeros elsewhere; amax(dim)
