@@ -24,6 +24,7 @@ from symgrad.ops import (activations as _a, convolution as _c, elementwise as _e
                          sorting as _o)  # (registering their ops)
 from symgrad import nn, autograd, linalg, optim, symbolic, viz  # noqa: E402
 from symgrad import tensor_methods as _methods  # noqa: E402,F401  (attaches the methods that are no op's)
+from symgrad import cycles as _cycles  # noqa: E402,F401  (attaches backward's two ends of a traced step)
 from symgrad.namespace import publish as _publish  # noqa: E402
 from symgrad.creation import (arange, as_tensor, bernoulli, eye, from_numpy, full, full_like,  # noqa: E402
                               linspace, normal, ones, ones_like, rand, rand_like, randint, randint_like,

@@ -226,9 +226,13 @@ def _realize(nodes) -> bool:
 # ---------------------------------------------------------------------------- backward
 
 
-def backward(root, seed=None, retain_graph: bool = False, inputs=None) -> None:
+def backward(root, seed=None, retain_graph: bool = False, inputs=None):
     """Gradients of the node ``root`` (weighted by the node ``seed``) into the ``.grad`` of the
-    tensors that own its leaves, or of the tensors ``inputs`` (which may be non-leaf)."""
+    tensors that own its leaves, or of the tensors ``inputs`` (which may be non-leaf).
+
+    Returns what ran, for symgrad.cycles to replay: (program, its input nodes, the pending leaves
+    its outputs fill, the owners whose ``.grad`` it fills, a target node of each); None for a
+    backward that is not one program on the root's own gradient."""
     if inputs is None:
         return _backward(root, seed, retain_graph, None)
     if not len(inputs):
@@ -238,6 +242,7 @@ def backward(root, seed=None, retain_graph: bool = False, inputs=None) -> None:
         t._node.retains_grad, t._node.owner = True, weakref.ref(t)
     try:
         _backward(root, seed, retain_graph, inputs)
+        return None
     finally:
         for t in borrowed:
             t._node.retains_grad, t._node.owner = False, None
@@ -258,6 +263,7 @@ def _backward(root, seed, retain_graph, inputs) -> None:
         outputs = found.run(request)
         pending = [request.pending[i] for i in found.pending]
         owners, owned = request.owners, request.owned
+        ran = found.compiled, [request.sources[i] for i in found.inputs]
     else:
         plan, compiled = _without_collection(_planned, root, seed, inputs, (path, targets))
         if request is not None:
@@ -267,6 +273,8 @@ def _backward(root, seed, retain_graph, inputs) -> None:
         outputs = deferred.call(compiled, plan.walk.inputs)
         pending = [plan.walk.order[position] for position in plan.pending]
         owners, owned = plan.owners, plan.owned
+        walk = plan.walk
+        ran = compiled, [node for p, node in enumerate(walk.order) if walk.is_input(p)]
     if anomaly_mode[0] and anomaly_mode[1]:
         _check_nan(owned, outputs[1 + len(pending):])
     root.computed(outputs[0])
@@ -278,6 +286,7 @@ def _backward(root, seed, retain_graph, inputs) -> None:
     if not retain_graph:
         for node in path:
             node.freed = True
+    return (*ran, pending, owners, owned) if seed is None and not retain_graph else None
 
 
 def _check_nan(nodes, gradients) -> None:

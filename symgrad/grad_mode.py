@@ -9,6 +9,7 @@ import threading
 class _State(threading.local):
     enabled = True  # each thread starts with grad mode on
     inference = False  # inside inference_mode: new tensors are inference tensors
+    cycle = None  # the step this thread is recording or replaying (symgrad.cycles), once it has run a backward
 
 
 inference_active = [0]  # inference_mode blocks open in any thread: while 0, new tensors need not ask

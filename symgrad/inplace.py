@@ -161,7 +161,11 @@ def apply_inplace(tensor: Tensor, name: str, compute, operands=()) -> Tensor:
         raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation "
                            f"({name} on shape {tuple(node.shape)}, {node.dtype}); wrap it in "
                            f"torch.no_grad() to update it without recording.")
-    result = compute()._node
+    cycle = _grad_state.cycle
+    result = compute()
+    if cycle is not None and cycle.replaying and cycle.write(tensor, result):  # symgrad.cycles
+        return tensor
+    result = result._node
     if result.dtype is not node.dtype:
         if result.dtype.category > node.dtype.category:
             raise RuntimeError(f"result type {result.dtype} can't be cast to the desired output type "
@@ -172,8 +176,12 @@ def apply_inplace(tensor: Tensor, name: str, compute, operands=()) -> Tensor:
                            f"{list(result.shape)} [{name}]")
     if result.requires_grad:
         assign(tensor, result)
+        if cycle is not None:
+            cycle.broken = True
     else:
         write_values(tensor, result)
+        if cycle is not None:
+            cycle.written(tensor, result, node, tensor._node)
     return tensor
 
 
@@ -192,6 +200,9 @@ def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
         assign(tensor, Node(FILL, (node,), (exactly(value), name), node.shape, node.dtype, True))  # -0.0 is not 0.0
         return tensor
     write_values(tensor, constant(value, node.shape, node.dtype))
+    cycle = _grad_state.cycle
+    if cycle is not None:  # symgrad.cycles
+        (cycle.fill if cycle.replaying else cycle.filled)(tensor, value, node, tensor._node)
     return tensor
 
 

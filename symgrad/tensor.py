@@ -126,6 +126,10 @@ class Tensor:
         return 0 if self._storage is None else self._storage.version
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        cycle = _grad_state.cycle
+        if (cycle is not None and self.__class__ is not Tensor and cycle.replaying and gradient is None
+                and not retain_graph and not create_graph and inputs is None and cycle.backward(self)):
+            return
         root = self._node
         if not root.requires_grad:
             raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
@@ -138,7 +142,9 @@ class Tensor:
         if create_graph:  # symgrad.tensor_methods
             self._backward_creating_graph(seed, inputs)
         else:
-            engine.backward(root, seed, bool(retain_graph), inputs)
+            before = self._before_backward(cycle)  # symgrad.cycles: this thread's step, seen from its end
+            ran = engine.backward(root, seed, bool(retain_graph), inputs)
+            self._after_backward(root, ran, before)
 
     def _set_grad(self, node: Node) -> None:
         """``backward`` filled this tensor's gradient: the same ``.grad`` tensor takes new values."""
@@ -262,6 +268,7 @@ class Tensor:
 
         A retained gradient follows the tensor: after ``h.retain_grad(); h.mul_(2)`` it is the
         gradient of the new values, as in PyTorch."""
+        changes[0] += 1
         old, self._node = self._node, node
         if node.requires_grad and node.op is LEAF:
             node.owner = weakref.ref(self)
@@ -320,7 +327,13 @@ def _describe(nodes) -> str:
 
 
 def apply(op, *args, attrs: tuple = ()) -> Tensor:
-    """Record ``op`` on ``args`` (tensors or numbers): check shapes now, compute later."""
+    """Record ``op`` on ``args`` (tensors or numbers): check shapes now, compute later.  A thread
+    replaying its step (symgrad.cycles) only checks the op against the step's trace."""
+    cycle = _grad_state.cycle
+    if cycle is not None and cycle.replaying:
+        traced = cycle.op(op, args, attrs) if not (op.view or _inference_made[0]) else cycle.fall_back()
+        if traced is not None:
+            return traced
     if len(args) == 2:  # most ops: spelled out, as this runs for every op recorded
         a, b = args
         nodes = (a._node if a.__class__ is Tensor else as_node(a), b._node if b.__class__ is Tensor else as_node(b))
@@ -329,10 +342,14 @@ def apply(op, *args, attrs: tuple = ()) -> Tensor:
     else:
         nodes = tuple([a._node if a.__class__ is Tensor else as_node(a) for a in args])
     if op.view:
+        if cycle is not None:
+            cycle.broken = True
         return storage.viewed(args[0], Tensor(record(op, nodes, attrs)), (op, attrs))
     node = record(op, nodes, attrs)
     if _inference_made[0] and node.requires_grad:
         _refuse_saved_inference(node, args)
+    if cycle is not None:
+        cycle.recorded(op, args, nodes, attrs, node)
     return Tensor(node)
 
 
@@ -349,9 +366,13 @@ def _refuse_saved_inference(node, args) -> None:
                                f"instead of `torch.inference_mode()`. [{node.op.name} on {_describe(node.inputs)}]")
 
 
+changes = [0]  # nodes recorded and tensors rebound so far: symgrad.cycles sees what it did not trace
+
+
 def record(op, nodes: tuple, attrs: tuple = ()) -> Node:
     """The node of ``op`` on ``nodes``.  A kind recorded before knows the result's shape, dtype
     and requires_grad; a new one runs the op's shape and dtype rule (raising at the user's line)."""
+    changes[0] += 1
     key, arguments, pending = combine(op, nodes, attrs, _grad_state.enabled)
     kind = kinds.known(key) if key is not None else None
     if kind is not None:

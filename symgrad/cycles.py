@@ -1,0 +1,495 @@
+"""A torch-style step replayed from its trace instead of recorded again.
+
+A *cycle* runs from just after one ``backward()`` to the next.  While a thread records on the
+usual path, each op, in-place write and fill appends one entry to the cycle's trace: the op,
+its attributes and grad mode, and each operand as a position earlier in the cycle, an outside
+tensor (numbered in order of first use, with its kind) or a shared constant.  When a cycle's
+trace equals the one before, and the backward's compiled program reads only arrays the trace
+names, the next cycles are *replayed*: an op only checks ``trace[cursor]`` and returns a
+``Traced`` tensor (shape, dtype and requires_grad from its entry; no node, no kind), a write
+gives the tensor a leaf whose value is a ``deferred.Pending`` of the cycle, and ``backward``
+calls the program on the outside arrays.
+
+Anything off the trace falls back: another op, a read of a value still to come, any use of a
+``Traced`` tensor's node, a hook, another thread's record, a ``backward`` with arguments.  The
+cycle is then *materialized*: its entries run again on the usual path with the operands they
+saw, the tensors it wrote take the real nodes, and the thread records the rest of the cycle.
+Nothing here differentiates: the program is the symbolic backward the usual path compiled.
+"""
+from __future__ import annotations
+
+import threading
+
+from codegen import deferred, speed
+from symgrad import engine, hooks
+from symgrad.dtypes import Size
+from symgrad.grad_mode import _state as _grad_state
+from symgrad.inplace import assign
+from symgrad.kinds import exactly
+from symgrad.nodes import CONST, LEAF, is_zero_fill, lazy_leaf, leaf, program_ran
+from symgrad.tensor import Tensor, as_node, changes, record
+from symgrad.tracing import gradient_path
+
+MAX_ENTRIES = 20_000  # a longer cycle is not traced (its recording would cost more than it saves)
+WRITE, FILL, BACKWARD = "write", "fill", "backward"
+
+
+class Cycle:
+    """One thread's cycle: its trace (``entries``), what its operands were, and the replay state."""
+
+    __slots__ = ("entries", "previous", "plan", "replaying", "cursor", "captured", "tensors", "slots",
+                 "positions", "nodes", "values", "mark", "broken", "done", "real", "lock", "placeholders")
+
+    def __init__(self, previous=None, plan=None):
+        self.previous, self.plan = previous, plan  # the trace to replay and its Plan, when replaying
+        self.replaying = plan is not None
+        self.entries = [] if plan is None else previous
+        self.cursor = 0
+        self.captured, self.tensors, self.slots = [], [], {}  # outside nodes, their tensors, node -> slot
+        self.positions = {}  # recording: node made in this cycle -> its position
+        self.nodes = []  # replaying: the node at each position, where there is one (a write's, a fill's)
+        self.values = {}  # position -> value a replayed backward computed (its root)
+        self.mark, self.broken, self.done, self.real = changes[0], False, False, None
+        self.lock = threading.RLock()
+        self.placeholders = []  # the Pending values of the tensors it wrote, until its backward
+
+    # --------------------------------------------------------------------- recording
+
+    def _operand(self, tensor, node):
+        """The trace's reference to an operand (recording): a position, a slot, or a constant."""
+        position = self.positions.get(node)
+        if position is not None:
+            return position
+        if node.op is CONST:
+            return node
+        if tensor is None or node.kind is None:
+            return None
+        slot = self.slots.get(node)
+        if slot is None:
+            slot = self.slots[node] = len(self.captured)
+            self.captured.append(node)
+            self.tensors.append(tensor)
+        return slot, node.kind
+
+    def _entry(self, entry, node, expected: int) -> None:
+        """Append ``entry`` whose result is ``node``; the cycle breaks if anything recorded or
+        rebound besides it (``expected`` changes)."""
+        if changes[0] != self.mark + expected or len(self.entries) >= MAX_ENTRIES:
+            self.broken = True
+        self.mark = changes[0]
+        if not self.broken:
+            self.positions[node] = len(self.entries)
+            self.entries.append(entry)
+
+    def recorded(self, op, args, nodes, attrs, node) -> None:
+        """``apply`` recorded ``node``: its entry."""
+        if self.broken:
+            return
+        refs = tuple([self._operand(a if isinstance(a, Tensor) else None, n) for a, n in zip(args, nodes)])
+        if None in refs or node.kind is None:
+            self.broken = True
+            return
+        self._entry((op, attrs, _grad_state.enabled, refs, node.kind), node, 1)
+
+    def written(self, tensor, source, old, node) -> None:
+        """``apply_inplace`` wrote the result ``source`` into ``tensor`` (whose node was ``old``)
+        without history: its entry (a cast, a view, a tensor with history is not traced)."""
+        position = self.positions.get(source)
+        if (self.broken or position is None or tensor._view is not None or old.dtype is not source.dtype
+                or (old.requires_grad and old.op is not LEAF) or _shares(tensor)):
+            self.broken = True
+            return
+        self._entry((WRITE, self._operand(tensor, old), position, old.requires_grad), node, 1)
+
+    def filled(self, tensor, value, old, node) -> None:
+        """``fill_inplace`` filled ``tensor`` without history: its entry."""
+        if self.broken or tensor._view is not None or _shares(tensor) or node.op is not LEAF:
+            self.broken = True
+            return
+        self._entry((FILL, exactly(value), self._operand(tensor, old)), node, 1)
+
+    # ---------------------------------------------------------------------- replaying
+
+    def op(self, op, args, attrs):
+        """The ``Traced`` result of ``op`` on ``args``, or None after falling back (off the trace)."""
+        entries, i = self.entries, self.cursor
+        if i < len(entries):
+            entry = entries[i]
+            if (entry[0] is op and entry[2] is _grad_state.enabled and entry[1] == attrs
+                    and self._match(args, entry[3])):
+                self.cursor = i + 1
+                self.nodes.append(None)
+                return Traced(self, i, entry[4])
+        self.fall_back()
+        return None
+
+    def _match(self, args, refs) -> bool:
+        if len(args) != len(refs):
+            return False
+        for a, ref in zip(args, refs):
+            cls = ref.__class__
+            if cls is int:
+                if a.__class__ is Traced:
+                    if a._cycle is not self or a._position != ref:
+                        return False
+                elif a.__class__ is not Tensor or a._node is not self.nodes[ref]:
+                    return False
+            elif cls is tuple:
+                if not self._capture(a, ref):
+                    return False
+            elif (a._node if a.__class__ is Tensor else _constant(a)) is not ref:
+                return False
+        return True
+
+    def _capture(self, tensor, ref, node=None) -> bool:
+        """Whether ``tensor`` (holding ``node``) is the outside operand ``ref`` names: a new one
+        in its slot's turn, or the one already in that slot."""
+        if tensor.__class__ is not Tensor:
+            return False
+        node = tensor._node if node is None else node
+        slot, kind = ref
+        if node.kind is not kind:
+            return False
+        captured = self.captured
+        if slot == len(captured):
+            if node in self.slots:
+                return False
+            self.slots[node] = slot
+            captured.append(node)
+            self.tensors.append(tensor)
+            return True
+        return slot < len(captured) and captured[slot] is node
+
+    def write(self, tensor, source) -> bool:
+        """``tensor``'s in-place write of the Traced ``source`` replayed: its node becomes a leaf
+        whose value is this cycle's ``Pending``; False when off the trace (after falling back)."""
+        entries, i = self.entries, self.cursor
+        if (i < len(entries) and entries[i][0] is WRITE and source.__class__ is Traced
+                and source._cycle is self and source._position == entries[i][2]
+                and changes[0] == self.mark and self._match((tensor,), (entries[i][1],)) and not _shares(tensor)):
+            old = tensor._node
+            placeholder = deferred.Pending(self, i)
+            self.placeholders.append(placeholder)
+            node = leaf(placeholder, old.dtype, entries[i][3], shape=old.shape)
+            assign(tensor, node)
+            self.cursor = i + 1
+            self.nodes.append(node)
+            self.mark = changes[0]
+            return True
+        self.fall_back()
+        return False
+
+    def fill(self, tensor, value, old, node) -> None:
+        """``fill_inplace`` (run on the usual path: it records nothing) checked against the trace."""
+        entries, i = self.entries, self.cursor
+        if (i < len(entries) and entries[i][0] is FILL and entries[i][1] == exactly(value)
+                and changes[0] == self.mark + 1 and self._match_old(tensor, old, entries[i][2])):
+            self.cursor = i + 1
+            self.nodes.append(node)
+            self.mark = changes[0]
+            return
+        self.fall_back(written=(tensor, value, old, node))
+
+    def _match_old(self, tensor, old, ref) -> bool:
+        """Whether ``old``, ``tensor``'s node before a fill, is the operand ``ref`` names."""
+        if ref.__class__ is int:
+            return old is self.nodes[ref]
+        return self._capture(tensor, ref, old)
+
+    def backward(self, root) -> bool:
+        """``root.backward()`` replayed at the end of the trace; False when it fell back."""
+        with self.lock:
+            plan = self.plan
+            if (not self.replaying or root.__class__ is not Traced or root._cycle is not self or self.cursor != len(self.entries) - 1
+                    or root._position != self.entries[-1][1] or changes[0] != self.mark
+                    or hooks.on_nodes.data or hooks.leaves or engine.anomaly_mode[0]):
+                self.fall_back()
+                return False
+            owners = [self.tensors[j] for j in plan.owners]
+            if not plan.holds(self, owners):
+                self.fall_back()
+                return False
+            outputs = deferred.call(plan.program, [source(self, owners) for source in plan.inputs])
+            self.values[root._position] = outputs[0]
+            pending = len(plan.pending)
+            for k, value in zip(plan.pending, outputs[1:]):
+                self.nodes[k].computed(value)
+            for owner, (shape, dtype), value in zip(owners, plan.owned, outputs[1 + pending:]):
+                owner._set_grad(leaf(value, dtype, shape=shape))
+            program_ran()
+            self.done, self.placeholders = True, []
+        _grad_state.cycle = Cycle(self.entries, plan)
+        return True
+
+    # ----------------------------------------------------------------------- falling back
+
+    def fall_back(self, written=None) -> None:
+        """Off the trace: run what was replayed on the usual path and record the rest."""
+        with self.lock:
+            if not self.replaying:
+                return
+            real = self.materialize()
+            self.replaying = False
+            self.entries = list(self.entries[:self.cursor])
+            self.positions = {node: p for p, node in enumerate(real)}
+            self.mark = changes[0]
+            if written is not None:  # a fill already made on the usual path: record it
+                tensor, value, old, node = written
+                self.filled(tensor, value, old, node)
+            self.broken = self.broken or _grad_state.cycle is not self
+
+    def materialize(self) -> list:
+        """The cycle's nodes, made on the usual path from the operands each entry saw (once)."""
+        with self.lock:
+            if self.real is not None:
+                return self.real
+            real, entries, previous = [], self.entries, _grad_state.enabled
+            try:
+                for k in range(self.cursor):
+                    entry = entries[k]
+                    if entry[0] is WRITE:
+                        real.append(self._rewrite(k, entry, real))
+                    elif entry[0] is FILL:
+                        real.append(self.nodes[k])
+                    elif entry[0] is not BACKWARD:
+                        _grad_state.enabled = entry[2]
+                        real.append(record(entry[0], tuple([self._node(r, real) for r in entry[3]]), entry[1]))
+            finally:
+                _grad_state.enabled = previous
+            self.real = real
+            if self.done:  # after the replayed backward: the root has its value, its graph is freed
+                root = real[entries[-1][1]]
+                root.computed(self.values[entries[-1][1]])
+                for node in gradient_path(root)[0]:
+                    node.freed = True
+            return real
+
+    def _node(self, ref, real):
+        if ref.__class__ is int:
+            return real[ref]
+        if ref.__class__ is tuple:
+            return self.captured[ref[0]]
+        return ref
+
+    def _rewrite(self, k, entry, real):
+        """A replayed write, made again: the written tensor, if it still holds the placeholder
+        leaf, takes a leaf computed from the real source (before ``backward`` has filled it)."""
+        placeholder = self.nodes[k]
+        if self.done:
+            return placeholder
+        node = lazy_leaf(real[entry[2]], requires_grad=entry[3])
+        tensor = self._tensor_of(entry[1])
+        if tensor._node is placeholder:
+            tensor._rebind(node)
+        return node
+
+    def _tensor_of(self, ref):
+        while ref.__class__ is int:  # a tensor written earlier in the cycle
+            ref = self.entries[ref][1]
+        return self.tensors[ref[0]]
+
+    calls = ()  # deferred.Pending sees a cycle as a chain of no calls, which ``run`` computes
+
+    @property
+    def chain(self):
+        return self  # a property: a cycle that referred to itself would be left to the cycle collector
+
+    def run(self) -> None:
+        """``deferred.Pending.get`` of a value this cycle has not computed: fall back, then give
+        each placeholder its array."""
+        self.fall_back()
+        real = self.real
+        for placeholder in self.placeholders:
+            if placeholder.array is None:
+                placeholder.array = engine.array(real[placeholder.index])
+        self.placeholders = []
+
+
+class Traced(Tensor):
+    """The result of a replayed op: its cycle and position, and the kind that says its shape,
+    dtype and requires_grad.  Anything else asks for ``_node``, which falls back."""
+
+    __slots__ = ("_cycle", "_position", "_kind")
+
+    def __init__(self, cycle, position, kind):
+        self._cycle, self._position, self._kind = cycle, position, kind
+        self._grad = self._view = self._storage = None
+        self._inference = False
+
+    @property
+    def _node(self):
+        try:
+            return _node_slot.__get__(self, Tensor)
+        except AttributeError:
+            cycle = self._cycle
+            cycle.fall_back()
+            node = cycle.materialize()[self._position]
+            _node_slot.__set__(self, node)
+            return node
+
+    @_node.setter
+    def _node(self, node):
+        _node_slot.__set__(self, node)
+
+    @property
+    def shape(self):
+        return Size(self._kind.shape)
+
+    @property
+    def dtype(self):
+        return self._kind.dtype
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._kind.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self.requires_grad_(flag)
+
+    def dim(self) -> int:
+        return len(self._kind.shape)
+
+    def numel(self) -> int:
+        n = 1
+        for d in self._kind.shape:
+            n *= d
+        return n
+
+    def _value(self):
+        values = self._cycle.values
+        value = values.get(self._position)
+        if value is None:
+            return engine.array(self._node)
+        if value.__class__ is deferred.Pending:
+            value = values[self._position] = value.get()
+        return value
+
+
+_node_slot = Tensor.__dict__["_node"]  # the slot a Traced tensor fills once it has a node
+
+
+class Plan:
+    """How a replayed backward runs the program the usual path compiled for this trace: where
+    each input comes from, which writes its outputs fill, whose ``.grad`` takes the rest."""
+
+    __slots__ = ("program", "inputs", "pending", "owners", "owned", "accumulate")
+
+    def __init__(self, program, inputs, pending, owners, owned, accumulate):
+        self.program, self.inputs, self.pending = program, inputs, pending
+        self.owners, self.owned, self.accumulate = owners, owned, accumulate
+
+    def holds(self, cycle, owners) -> bool:
+        """Whether the state the program assumes holds: distinct owners whose ``.grad`` is as
+        it was (none, zero-filled, or an array added to), written tensors still holding their
+        placeholders."""
+        if len({id(o) for o in owners}) != len(owners):
+            return False
+        if tuple([_grad_state_of(o) for o in owners]) != self.accumulate:
+            return False
+        for k in self.pending:
+            if cycle._tensor_of(cycle.entries[k][1])._node is not cycle.nodes[k]:
+                return False
+        return True
+
+
+def _grad_state_of(tensor) -> int:
+    grad = tensor._grad
+    if grad is None:
+        return 0
+    node = grad._node
+    if is_zero_fill(node):
+        return 1
+    return 2 if node.op is LEAF and node.value is not None else 3
+
+
+def _from_slot(slot):
+    return lambda cycle, owners: cycle.captured[slot].value
+
+
+def _from_grad(owner):
+    return lambda cycle, owners: owners[owner]._grad._node.value
+
+
+def plan_of(cycle, root, ran, before):
+    """The Plan of a recorded cycle whose backward ``ran`` (engine.backward's description),
+    or None when its program reads something the trace does not name."""
+    program, input_nodes, pending_nodes, owners, owned = ran
+    tensor_index = {}
+    for j, tensor in enumerate(cycle.tensors):
+        tensor_index.setdefault(id(tensor), j)
+    owner_slots = [tensor_index.get(id(o)) for o in owners]
+    if None in owner_slots:
+        return None
+    grads = {id(node): k for k, node in enumerate(before.get(j) for j in owner_slots) if node is not None}
+    inputs = []
+    for node in input_nodes:
+        slot = cycle.slots.get(node)
+        if slot is not None:
+            inputs.append(_from_slot(slot))
+        elif id(node) in grads:
+            inputs.append(_from_grad(grads[id(node)]))
+        else:
+            return None
+    pending = []
+    for node in pending_nodes:
+        position = cycle.positions.get(node)
+        if position is None or cycle.entries[position][0] is not WRITE:
+            return None
+        pending.append(position)
+    accumulate = tuple([before.get(("state", j)) for j in owner_slots])
+    if 3 in accumulate or cycle.positions.get(root) is None:
+        return None
+    return Plan(program, tuple(inputs), tuple(pending), tuple(owner_slots),
+                tuple([(n.shape, n.dtype) for n in owned]), accumulate)
+
+
+def _before_backward(tensor, cycle):
+    """What a recorded backward's Plan needs from before it runs (each traced tensor's ``.grad``
+    node and state), or None; a replaying cycle that reaches a backward it cannot replay falls back."""
+    if cycle is None:
+        return None
+    if cycle.replaying:
+        cycle.fall_back()
+    if cycle.broken or changes[0] != cycle.mark:
+        cycle.broken = True
+        return None
+    before = {}
+    for j, t in enumerate(cycle.tensors):
+        before[("state", j)] = _grad_state_of(t)
+        if t._grad is not None:
+            before[j] = t._grad._node
+    return before
+
+
+def _after_backward(tensor, root, ran, before) -> None:
+    """A backward ran on the usual path: the thread's cycle ends here, and the next one
+    replays when this trace equals the last one and its program reads only what it names."""
+    if not speed.fast:
+        _grad_state.cycle = None
+        return
+    cycle = _grad_state.cycle
+    plan = None
+    if before is not None and ran is not None and root in cycle.positions:
+        cycle.entries.append((BACKWARD, cycle.positions[root]))
+        if cycle.entries == cycle.previous:
+            plan = plan_of(cycle, root, ran, before)
+    traced = before is not None and ran is not None
+    _grad_state.cycle = Cycle(cycle.entries if traced else None, plan) if cycle is not None else Cycle()
+
+
+Tensor._before_backward = _before_backward
+Tensor._after_backward = _after_backward
+
+
+def _shares(tensor) -> bool:
+    storage = tensor._storage
+    return storage is not None and len(storage.members) > 1
+
+
+def _constant(value):
+    """The shared constant node of a Python number, as ``apply`` would make it."""
+    try:
+        return as_node(value)
+    except TypeError:
+        return None
