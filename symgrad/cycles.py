@@ -24,34 +24,43 @@ from codegen import deferred, speed
 from symgrad import engine, hooks
 from symgrad.dtypes import Size
 from symgrad.grad_mode import _state as _grad_state
-from symgrad.inplace import assign
+from symgrad import kinds
 from symgrad.kinds import exactly
-from symgrad.nodes import CONST, LEAF, is_zero_fill, lazy_leaf, leaf, program_ran
-from symgrad.tensor import Tensor, as_node, changes, record
+from symgrad.nodes import CONST, LEAF, Node, is_zero_fill, lazy_leaf, leaf, program_ran
+from symgrad.storage import mark, storage_of
+from symgrad.tensor import Tensor, as_node, record
 from symgrad.tracing import gradient_path
 
 MAX_ENTRIES = 20_000  # a longer cycle is not traced (its recording would cost more than it saves)
+MAX_PATIENCE = 64     # equal traces in a row wanted before replaying again, after falling back repeatedly
 WRITE, FILL, BACKWARD = "write", "fill", "backward"
+SLOT, WRITTEN, GRAD = 0, 1, 2  # where a program input comes from: an outside operand, a write, a .grad
 
 
 class Cycle:
     """One thread's cycle: its trace (``entries``), what its operands were, and the replay state."""
 
     __slots__ = ("entries", "previous", "plan", "replaying", "cursor", "captured", "tensors", "slots",
-                 "positions", "nodes", "values", "mark", "broken", "done", "real", "lock", "placeholders")
+                 "positions", "nodes", "values", "mark", "broken", "done", "real", "lock", "placeholders",
+                 "streak", "patience", "peeked")
 
-    def __init__(self, previous=None, plan=None):
+    def __init__(self, previous=None, plan=None, streak=0, patience=1):
+        """``streak``: equal traces in a row so far; ``patience``: how many replaying needs (it
+        doubles each time a replayed cycle falls back, so a step that leaves its trace every
+        few cycles soon stops paying for falling back)."""
+        self.streak, self.patience = streak, patience
         self.previous, self.plan = previous, plan  # the trace to replay and its Plan, when replaying
         self.replaying = plan is not None
         self.entries = [] if plan is None else previous
         self.cursor = 0
         self.captured, self.tensors, self.slots = [], [], {}  # outside nodes, their tensors, node -> slot
         self.positions = {}  # recording: node made in this cycle -> its position
-        self.nodes = []  # replaying: the node at each position, where there is one (a write's, a fill's)
+        self.nodes = {}  # replaying: position -> the node a write or a fill gave its tensor
         self.values = {}  # position -> value a replayed backward computed (its root)
-        self.mark, self.broken, self.done, self.real = changes[0], False, False, None
+        self.mark, self.broken, self.done, self.real = _grad_state.changes, False, False, None
         self.lock = threading.RLock()
         self.placeholders = []  # the Pending values of the tensors it wrote, until its backward
+        self.peeked = []  # nodes made to compute values read before the backward (no tensor moved to them)
 
     # --------------------------------------------------------------------- recording
 
@@ -74,9 +83,9 @@ class Cycle:
     def _entry(self, entry, node, expected: int) -> None:
         """Append ``entry`` whose result is ``node``; the cycle breaks if anything recorded or
         rebound besides it (``expected`` changes)."""
-        if changes[0] != self.mark + expected or len(self.entries) >= MAX_ENTRIES:
+        if _grad_state.changes != self.mark + expected or len(self.entries) >= MAX_ENTRIES:
             self.broken = True
-        self.mark = changes[0]
+        self.mark = _grad_state.changes
         if not self.broken:
             self.positions[node] = len(self.entries)
             self.entries.append(entry)
@@ -99,31 +108,31 @@ class Cycle:
                 or (old.requires_grad and old.op is not LEAF) or _shares(tensor)):
             self.broken = True
             return
-        self._entry((WRITE, self._operand(tensor, old), position, old.requires_grad), node, 1)
+        self._entry((WRITE, self._operand(tensor, old), position, old.requires_grad,
+                     kinds.array(old.shape, old.dtype, old.requires_grad)), node, 1)
 
     def filled(self, tensor, value, old, node) -> None:
         """``fill_inplace`` filled ``tensor`` without history: its entry."""
         if self.broken or tensor._view is not None or _shares(tensor) or node.op is not LEAF:
             self.broken = True
             return
-        self._entry((FILL, exactly(value), self._operand(tensor, old)), node, 1)
+        self._entry((FILL, exactly(value), self._operand(tensor, old), node), node, 1)
 
     # ---------------------------------------------------------------------- replaying
 
     def op(self, op, args, attrs):
         """The ``Traced`` result of ``op`` on ``args``, or None after falling back (off the trace)."""
-        entries, i = self.entries, self.cursor
-        if i < len(entries):
-            entry = entries[i]
-            if (entry[0] is op and entry[2] is _grad_state.enabled and entry[1] == attrs
-                    and self._match(args, entry[3])):
-                self.cursor = i + 1
-                self.nodes.append(None)
-                return Traced(self, i, entry[4])
+        i = self.cursor
+        entry = self.entries[i]
+        if (speed.fast and entry[0] is op and entry[2] is _grad_state.enabled and entry[1] == attrs
+                and self._match(args, entry[3])):
+            self.cursor = i + 1
+            return Traced(self, i, entry[4])
         self.fall_back()
         return None
 
     def _match(self, args, refs) -> bool:
+        """Whether each of ``args`` is the operand its reference names (capturing outside ones)."""
         if len(args) != len(refs):
             return False
         for a, ref in zip(args, refs):
@@ -132,7 +141,7 @@ class Cycle:
                 if a.__class__ is Traced:
                     if a._cycle is not self or a._position != ref:
                         return False
-                elif a.__class__ is not Tensor or a._node is not self.nodes[ref]:
+                elif a.__class__ is not Tensor or a._node is not self.nodes.get(ref):
                     return False
             elif cls is tuple:
                 if not self._capture(a, ref):
@@ -152,9 +161,8 @@ class Cycle:
             return False
         captured = self.captured
         if slot == len(captured):
-            if node in self.slots:
+            if node in captured:  # by identity: nodes have no __eq__
                 return False
-            self.slots[node] = slot
             captured.append(node)
             self.tensors.append(tensor)
             return True
@@ -163,45 +171,47 @@ class Cycle:
     def write(self, tensor, source) -> bool:
         """``tensor``'s in-place write of the Traced ``source`` replayed: its node becomes a leaf
         whose value is this cycle's ``Pending``; False when off the trace (after falling back)."""
-        entries, i = self.entries, self.cursor
-        if (i < len(entries) and entries[i][0] is WRITE and source.__class__ is Traced
-                and source._cycle is self and source._position == entries[i][2]
-                and changes[0] == self.mark and self._match((tensor,), (entries[i][1],)) and not _shares(tensor)):
+        i = self.cursor
+        entry = self.entries[i]
+        if (speed.fast and entry[0] is WRITE and source.__class__ is Traced and source._cycle is self
+                and source._position == entry[2] and _grad_state.changes == self.mark
+                and self._match((tensor,), (entry[1],)) and not _shares(tensor)):
             old = tensor._node
             placeholder = deferred.Pending(self, i)
             self.placeholders.append(placeholder)
-            node = leaf(placeholder, old.dtype, entries[i][3], shape=old.shape)
-            assign(tensor, node)
+            node = Node(LEAF, (), (), old.shape, old.dtype, entry[3], placeholder, entry[4], None, ())
+            _write(tensor, old, node)
             self.cursor = i + 1
-            self.nodes.append(node)
-            self.mark = changes[0]
+            self.nodes[i] = node
             return True
         self.fall_back()
         return False
 
-    def fill(self, tensor, value, old, node) -> None:
-        """``fill_inplace`` (run on the usual path: it records nothing) checked against the trace."""
-        entries, i = self.entries, self.cursor
-        if (i < len(entries) and entries[i][0] is FILL and entries[i][1] == exactly(value)
-                and changes[0] == self.mark + 1 and self._match_old(tensor, old, entries[i][2])):
-            self.cursor = i + 1
-            self.nodes.append(node)
-            self.mark = changes[0]
-            return
-        self.fall_back(written=(tensor, value, old, node))
-
-    def _match_old(self, tensor, old, ref) -> bool:
-        """Whether ``old``, ``tensor``'s node before a fill, is the operand ``ref`` names."""
-        if ref.__class__ is int:
-            return old is self.nodes[ref]
-        return self._capture(tensor, ref, old)
+    def fill(self, tensor, value) -> bool:
+        """``tensor.fill_(value)`` without history replayed: the tensor takes the trace's shared
+        filled leaf while nobody has computed it; False when off the trace (after falling back)."""
+        i = self.cursor
+        entry = self.entries[i]
+        if (speed.fast and entry[0] is FILL and entry[3].value is None and entry[1] == exactly(value)
+                and _grad_state.changes == self.mark and tensor.__class__ is Tensor and tensor._view is None
+                and not _shares(tensor)):
+            old, ref = tensor._node, entry[2]
+            if old.requires_grad and _grad_state.enabled:
+                pass
+            elif old is self.nodes.get(ref) if ref.__class__ is int else self._capture(tensor, ref, old):
+                _write(tensor, old, entry[3])
+                self.cursor = i + 1
+                self.nodes[i] = entry[3]
+                return True
+        self.fall_back()
+        return False
 
     def backward(self, root) -> bool:
         """``root.backward()`` replayed at the end of the trace; False when it fell back."""
         with self.lock:
             plan = self.plan
-            if (not self.replaying or root.__class__ is not Traced or root._cycle is not self or self.cursor != len(self.entries) - 1
-                    or root._position != self.entries[-1][1] or changes[0] != self.mark
+            if (not speed.fast or not self.replaying or root.__class__ is not Traced or root._cycle is not self or self.cursor != len(self.entries) - 1
+                    or root._position != self.entries[-1][1] or _grad_state.changes != self.mark
                     or hooks.on_nodes.data or hooks.leaves or engine.anomaly_mode[0]):
                 self.fall_back()
                 return False
@@ -209,46 +219,57 @@ class Cycle:
             if not plan.holds(self, owners):
                 self.fall_back()
                 return False
-            outputs = deferred.call(plan.program, [source(self, owners) for source in plan.inputs])
+            captured = self.captured
+            nodes = self.nodes
+            outputs = deferred.call(plan.program, [captured[i].value if where == SLOT else nodes[i].value
+                                                   if where == WRITTEN else owners[i]._grad._node.value
+                                                   for where, i in plan.inputs])
             self.values[root._position] = outputs[0]
-            pending = len(plan.pending)
             for k, value in zip(plan.pending, outputs[1:]):
-                self.nodes[k].computed(value)
-            for owner, (shape, dtype), value in zip(owners, plan.owned, outputs[1 + pending:]):
-                owner._set_grad(leaf(value, dtype, shape=shape))
+                nodes[k].value = value  # a leaf: it only takes its value
+            for owner, (shape, dtype, kind), value in zip(owners, plan.owned, outputs[1 + len(plan.pending):]):
+                node = Node(LEAF, (), (), shape, dtype, False, value, kind, None, ())
+                grad = owner._grad
+                if grad is None:
+                    owner._grad = Tensor(node)
+                else:
+                    grad._node = node  # Tensor._set_grad without the checks a .grad tensor passes
             program_ran()
+            stats.replayed += 1
             self.done, self.placeholders = True, []
-        _grad_state.cycle = Cycle(self.entries, plan)
+        _grad_state.cycle = Cycle(self.entries, plan, self.streak, self.patience)
         return True
 
     # ----------------------------------------------------------------------- falling back
 
-    def fall_back(self, written=None) -> None:
+    def fall_back(self) -> None:
         """Off the trace: run what was replayed on the usual path and record the rest."""
         with self.lock:
             if not self.replaying:
                 return
             real = self.materialize()
+            stats.fell_back += 1
             self.replaying = False
+            self.streak, self.patience = 0, min(2 * self.patience, MAX_PATIENCE)
             self.entries = list(self.entries[:self.cursor])
             self.positions = {node: p for p, node in enumerate(real)}
-            self.mark = changes[0]
-            if written is not None:  # a fill already made on the usual path: record it
-                tensor, value, old, node = written
-                self.filled(tensor, value, old, node)
+            self.slots = {node: s for s, node in enumerate(self.captured)}
+            self.mark = _grad_state.changes
             self.broken = self.broken or _grad_state.cycle is not self
 
-    def materialize(self) -> list:
-        """The cycle's nodes, made on the usual path from the operands each entry saw (once)."""
+    def materialize(self, rebind=True) -> list:
+        """The cycle's nodes, made on the usual path from the operands each entry saw (once);
+        the tensors it wrote move to them, unless ``rebind`` is False: then they are only the
+        nodes that compute values read before the backward (made up to the cursor, kept)."""
         with self.lock:
             if self.real is not None:
                 return self.real
-            real, entries, previous = [], self.entries, _grad_state.enabled
+            real, entries, previous = [] if rebind else self.peeked, self.entries, _grad_state.enabled
             try:
-                for k in range(self.cursor):
+                for k in range(len(real), self.cursor):
                     entry = entries[k]
                     if entry[0] is WRITE:
-                        real.append(self._rewrite(k, entry, real))
+                        real.append(self._rewrite(k, entry, real, rebind))
                     elif entry[0] is FILL:
                         real.append(self.nodes[k])
                     elif entry[0] is not BACKWARD:
@@ -256,6 +277,8 @@ class Cycle:
                         real.append(record(entry[0], tuple([self._node(r, real) for r in entry[3]]), entry[1]))
             finally:
                 _grad_state.enabled = previous
+            if not rebind:
+                return real
             self.real = real
             if self.done:  # after the replayed backward: the root has its value, its graph is freed
                 root = real[entries[-1][1]]
@@ -271,7 +294,7 @@ class Cycle:
             return self.captured[ref[0]]
         return ref
 
-    def _rewrite(self, k, entry, real):
+    def _rewrite(self, k, entry, real, rebind):
         """A replayed write, made again: the written tensor, if it still holds the placeholder
         leaf, takes a leaf computed from the real source (before ``backward`` has filled it)."""
         placeholder = self.nodes[k]
@@ -279,7 +302,7 @@ class Cycle:
             return placeholder
         node = lazy_leaf(real[entry[2]], requires_grad=entry[3])
         tensor = self._tensor_of(entry[1])
-        if tensor._node is placeholder:
+        if rebind and tensor._node is placeholder:
             tensor._rebind(node)
         return node
 
@@ -295,14 +318,26 @@ class Cycle:
         return self  # a property: a cycle that referred to itself would be left to the cycle collector
 
     def run(self) -> None:
-        """``deferred.Pending.get`` of a value this cycle has not computed: fall back, then give
-        each placeholder its array."""
-        self.fall_back()
-        real = self.real
-        for placeholder in self.placeholders:
-            if placeholder.array is None:
+        """``deferred.Pending.get``: a value this cycle wrote, read before its backward (see
+        ``peek``)."""
+        with self.lock:
+            before = _grad_state.changes
+            real = self.materialize(rebind=False)
+            waiting = [p for p in self.placeholders if p.array is None]
+            engine.realize([real[p.index] for p in waiting])
+            for placeholder in waiting:
                 placeholder.array = engine.array(real[placeholder.index])
-        self.placeholders = []
+            self.mark += _grad_state.changes - before
+
+    def peek(self, position):
+        """The value at ``position``, read before the backward: computed from the operands the
+        cycle saw, on nodes no tensor moves to, and the cycle goes on replaying (its backward
+        computes the same value again)."""
+        with self.lock:
+            before = _grad_state.changes
+            value = self.values[position] = engine.array(self.materialize(rebind=False)[position])
+            self.mark += _grad_state.changes - before
+            return value
 
 
 class Traced(Tensor):
@@ -347,8 +382,28 @@ class Traced(Tensor):
     def requires_grad(self, flag):
         self.requires_grad_(flag)
 
+    @property
+    def ndim(self) -> int:
+        return len(self._kind.shape)
+
     def dim(self) -> int:
         return len(self._kind.shape)
+
+    def size(self, dim=None):
+        shape = self._kind.shape
+        return Size(shape) if dim is None else shape[dim]
+
+    def __len__(self):
+        if not self._kind.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._kind.shape[0]
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self._kind.requires_grad
+
+    def is_floating_point(self) -> bool:
+        return self._kind.dtype.is_floating_point
 
     def numel(self) -> int:
         n = 1
@@ -360,7 +415,10 @@ class Traced(Tensor):
         values = self._cycle.values
         value = values.get(self._position)
         if value is None:
-            return engine.array(self._node)
+            try:
+                return engine.array(_node_slot.__get__(self, Tensor))
+            except AttributeError:
+                return self._cycle.peek(self._position)
         if value.__class__ is deferred.Pending:
             value = values[self._position] = value.get()
         return value
@@ -381,11 +439,14 @@ class Plan:
 
     def holds(self, cycle, owners) -> bool:
         """Whether the state the program assumes holds: distinct owners whose ``.grad`` is as
-        it was (none, zero-filled, or an array added to), written tensors still holding their
-        placeholders."""
-        if len({id(o) for o in owners}) != len(owners):
+        it was (none, zero-filled, or an array added to; a ``.grad`` tensor of one owner only),
+        written tensors still holding their placeholders."""
+        if len(owners) > 1 and len({id(o) for o in owners}) != len(owners):
             return False
         if tuple([_grad_state_of(o) for o in owners]) != self.accumulate:
+            return False
+        grads = [o._grad for o in owners if o._grad is not None]
+        if len(grads) > 1 and len({id(g) for g in grads}) != len(grads):
             return False
         for k in self.pending:
             if cycle._tensor_of(cycle.entries[k][1])._node is not cycle.nodes[k]:
@@ -403,14 +464,6 @@ def _grad_state_of(tensor) -> int:
     return 2 if node.op is LEAF and node.value is not None else 3
 
 
-def _from_slot(slot):
-    return lambda cycle, owners: cycle.captured[slot].value
-
-
-def _from_grad(owner):
-    return lambda cycle, owners: owners[owner]._grad._node.value
-
-
 def plan_of(cycle, root, ran, before):
     """The Plan of a recorded cycle whose backward ``ran`` (engine.backward's description),
     or None when its program reads something the trace does not name."""
@@ -425,10 +478,13 @@ def plan_of(cycle, root, ran, before):
     inputs = []
     for node in input_nodes:
         slot = cycle.slots.get(node)
+        position = cycle.positions.get(node)
         if slot is not None:
-            inputs.append(_from_slot(slot))
+            inputs.append((SLOT, slot))
+        elif position is not None and cycle.entries[position][0] in (WRITE, FILL):
+            inputs.append((WRITTEN, position))
         elif id(node) in grads:
-            inputs.append(_from_grad(grads[id(node)]))
+            inputs.append((GRAD, grads[id(node)]))
         else:
             return None
     pending = []
@@ -441,7 +497,7 @@ def plan_of(cycle, root, ran, before):
     if 3 in accumulate or cycle.positions.get(root) is None:
         return None
     return Plan(program, tuple(inputs), tuple(pending), tuple(owner_slots),
-                tuple([(n.shape, n.dtype) for n in owned]), accumulate)
+                tuple([(n.shape, n.dtype, kinds.array(n.shape, n.dtype, False)) for n in owned]), accumulate)
 
 
 def _before_backward(tensor, cycle):
@@ -451,7 +507,7 @@ def _before_backward(tensor, cycle):
         return None
     if cycle.replaying:
         cycle.fall_back()
-    if cycle.broken or changes[0] != cycle.mark:
+    if cycle.broken or _grad_state.changes != cycle.mark:
         cycle.broken = True
         return None
     before = {}
@@ -469,22 +525,51 @@ def _after_backward(tensor, root, ran, before) -> None:
         _grad_state.cycle = None
         return
     cycle = _grad_state.cycle
-    plan = None
-    if before is not None and ran is not None and root in cycle.positions:
+    if cycle is None:
+        _grad_state.cycle = Cycle()
+        return
+    plan, streak = None, 0
+    traced = before is not None and ran is not None and root in cycle.positions
+    if traced:
         cycle.entries.append((BACKWARD, cycle.positions[root]))
         if cycle.entries == cycle.previous:
-            plan = plan_of(cycle, root, ran, before)
-    traced = before is not None and ran is not None
-    _grad_state.cycle = Cycle(cycle.entries if traced else None, plan) if cycle is not None else Cycle()
+            streak = cycle.streak + 1
+            plan = plan_of(cycle, root, ran, before) if streak >= cycle.patience else None
+    _grad_state.cycle = Cycle(cycle.entries if traced else None, plan, streak, cycle.patience)
 
 
 Tensor._before_backward = _before_backward
 Tensor._after_backward = _after_backward
 
 
+class Stats:
+    """Counters for tests: backwards replayed, and cycles that fell back."""
+
+    def __init__(self):
+        self.replayed = self.fell_back = 0
+
+
+stats = Stats()
+
+
+def _write(tensor, old, node) -> None:
+    """``inplace.assign`` for a tensor that shares its storage with no other: the version
+    counter counts the write and ``old`` is marked as replaced."""
+    storage = tensor._storage or storage_of(tensor)
+    mark(storage, old, node)
+    if node.requires_grad:
+        node.owner = old.owner
+    tensor._node = node
+    storage.version += 1
+
+
 def _shares(tensor) -> bool:
+    """Whether another live tensor (a view, a detached alias) shares ``tensor``'s storage: a write
+    must then reach it (``inplace.assign``), which a replayed write does not do."""
     storage = tensor._storage
-    return storage is not None and len(storage.members) > 1
+    if storage is None or len(storage.members) == 1:
+        return False
+    return sum(member() is not None for member in storage.members) > 1
 
 
 def _constant(value):

@@ -10,6 +10,7 @@ class _State(threading.local):
     enabled = True  # each thread starts with grad mode on
     inference = False  # inside inference_mode: new tensors are inference tensors
     cycle = None  # the step this thread is recording or replaying (symgrad.cycles), once it has run a backward
+    changes = 0  # nodes this thread recorded and tensors it rebound: symgrad.cycles sees what it did not trace
 
 
 inference_active = [0]  # inference_mode blocks open in any thread: while 0, new tensors need not ask

@@ -192,6 +192,9 @@ def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
     """
     node = tensor._node
     value = dtypes.number_in(value, node.dtype)
+    cycle = _grad_state.cycle
+    if cycle is not None and cycle.replaying and cycle.fill(tensor, value):
+        return tensor  # symgrad.cycles
     if tensor._view is not None or tensor._inference:
         check_writable(tensor, name)
     if is_grad_enabled() and node.requires_grad:
@@ -200,9 +203,8 @@ def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
         assign(tensor, Node(FILL, (node,), (exactly(value), name), node.shape, node.dtype, True))  # -0.0 is not 0.0
         return tensor
     write_values(tensor, constant(value, node.shape, node.dtype))
-    cycle = _grad_state.cycle
-    if cycle is not None:  # symgrad.cycles
-        (cycle.fill if cycle.replaying else cycle.filled)(tensor, value, node, tensor._node)
+    if cycle is not None:
+        cycle.filled(tensor, value, node, tensor._node)
     return tensor
 
 

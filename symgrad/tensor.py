@@ -268,7 +268,7 @@ class Tensor:
 
         A retained gradient follows the tensor: after ``h.retain_grad(); h.mul_(2)`` it is the
         gradient of the new values, as in PyTorch."""
-        changes[0] += 1
+        _grad_state.changes += 1
         old, self._node = self._node, node
         if node.requires_grad and node.op is LEAF:
             node.owner = weakref.ref(self)
@@ -366,13 +366,10 @@ def _refuse_saved_inference(node, args) -> None:
                                f"instead of `torch.inference_mode()`. [{node.op.name} on {_describe(node.inputs)}]")
 
 
-changes = [0]  # nodes recorded and tensors rebound so far: symgrad.cycles sees what it did not trace
-
-
 def record(op, nodes: tuple, attrs: tuple = ()) -> Node:
     """The node of ``op`` on ``nodes``.  A kind recorded before knows the result's shape, dtype
     and requires_grad; a new one runs the op's shape and dtype rule (raising at the user's line)."""
-    changes[0] += 1
+    _grad_state.changes += 1
     key, arguments, pending = combine(op, nodes, attrs, _grad_state.enabled)
     kind = kinds.known(key) if key is not None else None
     if kind is not None:

@@ -1,0 +1,340 @@
+"""Trace replay (symgrad.cycles) against PyTorch, step by step.
+
+Each scenario is a torch-style loop run with ``symgrad`` and with real PyTorch on the same
+arrays; every step returns what it read (losses, parameters, gradients, flags), and every number
+must agree at every step, not only where the loop ends.  The loops are long enough for replay to
+start (two equal traces) and each asserts that it did, and that what it did off the trace made
+the cycle fall back rather than replay something else.  Run on the plain path too, where nothing
+is replayed.
+"""
+import threading
+
+import numpy as np
+import pytest
+
+import symgrad
+from codegen import speed
+from symgrad import cycles
+
+STEP_TOL = dict(rtol=2e-5, atol=2e-6)
+
+
+def net(T, seed=7, n=5, m=3):
+    rng = np.random.default_rng(seed)
+    x = T.tensor(np.linspace(-1.0, 1.0, n).astype(np.float32))
+    y = T.tensor(np.linspace(0.0, 1.0, m).astype(np.float32))
+    w = T.tensor((0.5 * rng.standard_normal((n, m))).astype(np.float32), requires_grad=True)
+    b = T.tensor((0.5 * rng.standard_normal(m)).astype(np.float32), requires_grad=True)
+    return x, y, w, b
+
+
+def bce(T, x, y, w, b):
+    return T.nn.functional.binary_cross_entropy_with_logits(T.matmul(x, w) + b, y)
+
+
+def values(*items):
+    out = []
+    for item in items:
+        if hasattr(item, "detach"):
+            item = item.detach().numpy()
+        out.append(np.array(item, dtype=np.float64))
+    return out
+
+
+def run(T, body, steps):
+    """``body(T, state, step)`` for each step; the values each step returned, and the final state."""
+    state = dict(zip("xywb", net(T)))
+    seen = [body(T, state, step) for step in range(steps)]
+    seen.append(values(state["w"], state["b"]))
+    return seen
+
+
+def compare(torch, body, steps=60, replays=True):
+    """The loop on both libraries, equal step by step; on the fast path, replay must have run
+    (or not, when ``replays`` is False; either, when None)."""
+    before = cycles.stats.replayed
+    ours = run(symgrad, body, steps)
+    replayed = cycles.stats.replayed - before
+    theirs = run(torch, body, steps)
+    for step, (a, b) in enumerate(zip(ours, theirs)):
+        assert len(a) == len(b)
+        for u, v in zip(a, b):
+            np.testing.assert_allclose(u, v, err_msg=f"step {step}", **STEP_TOL)
+    if speed.fast:
+        assert replays is None or (replayed > 0) == replays, replayed
+    else:
+        assert replayed == 0
+    return replayed
+
+
+@pytest.fixture(autouse=True)
+def _paths(both_paths):
+    """Every scenario on the fast path and on the plain path."""
+
+
+def update(T, state, lr=0.1):
+    with T.no_grad():
+        state["w"] -= lr * state["w"].grad
+        state["b"] -= lr * state["b"].grad
+
+
+def zero(state):
+    state["w"].grad.zero_()
+    state["b"].grad.zero_()
+
+
+def test_a_plain_loop_replays_and_matches(torch):
+    def body(T, s, step):
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        update(T, s)
+        zero(s)
+        return values(s["w"], s["b"])
+
+    replayed = compare(torch, body, steps=80)
+    if speed.fast:
+        assert replayed >= 70
+
+
+def test_reads_mid_cycle(torch):
+    """The loss before its backward, parameters between update and forward, gradients before
+    zeroing, each at some steps only: every read is the number PyTorch prints."""
+    def body(T, s, step):
+        seen = []
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        if step % 5 == 0:
+            seen.append(loss.item())
+        loss.backward()
+        if step % 3 == 0:
+            seen += values(s["w"].grad)
+        update(T, s)
+        if step % 4 == 1:
+            seen += values(s["w"])
+            seen.append(float(s["b"].sum()))
+        zero(s)
+        seen.append(loss.item())  # after backward: the replayed value
+        return seen
+
+    compare(torch, body)
+
+
+def test_the_loss_and_its_graph_after_a_replayed_backward(torch):
+    """A replayed step's tensors answer what PyTorch's do: shape, dtype, requires_grad,
+    ``grad_fn``'s name, a second backward's error."""
+    def body(T, s, step):
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        z = T.matmul(s["x"], s["w"])
+        loss.backward()
+        out = [float(loss.requires_grad), float(loss.dim()), float(z.shape[0])]
+        if step % 6 == 5:
+            out.append(float(type(loss.grad_fn).__name__ == "BinaryCrossEntropyWithLogitsBackward0"))
+            with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+                loss.backward()
+            out += values(z)  # a value nobody computed: computed now from what the step saw
+        update(T, s)
+        zero(s)
+        return out
+
+    compare(torch, body)
+
+
+def test_data_and_views(torch):
+    """``.data`` written in place, a view read, ``.data =`` now and then: all off the trace, so
+    those cycles fall back; the numbers stay PyTorch's."""
+    def body(T, s, step):
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        update(T, s)
+        zero(s)
+        out = []
+        if step % 9 == 4:
+            s["w"].data.mul_(0.5)
+        if step % 11 == 6:
+            out += values(s["w"][1])
+        if step % 13 == 7:
+            s["b"].data = s["b"].data * 2
+        return out + values(s["w"], s["b"], s["w"]._version > 0)
+
+    compare(torch, body)
+
+
+def test_grad_set_to_none(torch):
+    """``.grad = None`` instead of ``zero_()`` (for ``b`` only from step 30 on): the replayed
+    backward fills a new ``.grad`` where there was none, as PyTorch."""
+    def body(T, s, step):
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        update(T, s)
+        s["w"].grad = None
+        if step >= 30:
+            s["b"].grad = None
+        else:
+            s["b"].grad.zero_()
+        return values(s["w"], s["b"], s["w"].grad is None)
+
+    compare(torch, body)
+
+
+def test_gradients_accumulated_over_two_steps(torch):
+    """Two backwards per update: cycles of two traces in turn, never equal in a row, so nothing
+    is replayed; the numbers are PyTorch's.  Then every step accumulates into ``.grad`` (no
+    ``zero_``): replayed, adding to the gradient the step before left."""
+    def body(T, s, step):
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        if step % 2 and step < 30:
+            update(T, s)
+            zero(s)
+        elif step >= 30:
+            update(T, s, lr=0.01)
+        return values(s["w"], s["w"].grad)
+
+    compare(torch, body)
+
+
+def test_learning_rate_schedule(torch):
+    """A Python float that changes every 10 steps: each change is a new trace (it falls back or
+    records), the steps between are replayed."""
+    def body(T, s, step):
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        update(T, s, lr=0.1 * 0.5 ** (step // 10))
+        zero(s)
+        return values(s["w"], s["b"])
+
+    compare(torch, body)
+
+
+def test_a_trace_that_changes_every_seventh_step(torch):
+    """Every seventh step also computes a metric and adds a term to the loss: those steps fall
+    back, the others replay, and both give PyTorch's numbers."""
+    def body(T, s, step):
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        out = []
+        if step % 7 == 6:
+            loss = loss + 0.01 * (s["w"] * s["w"]).sum()
+            out.append(float((s["b"] > 0).sum()))
+        loss.backward()
+        update(T, s)
+        zero(s)
+        return out + values(loss, s["w"], s["b"])
+
+    before = cycles.stats.fell_back
+    compare(torch, body, steps=70)
+    if speed.fast:
+        assert cycles.stats.fell_back > before
+
+
+def test_exceptions_inside_a_replayed_step(torch):
+    """An op that raises in the middle of a step (caught), every fifth step: nothing it did not
+    do is left behind, and later steps replay again."""
+    def body(T, s, step):
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        if step % 5 == 3:
+            with pytest.raises(RuntimeError):
+                T.matmul(s["w"], s["w"])  # (5, 3) @ (5, 3)
+        loss.backward()
+        if step % 5 == 4:
+            with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+                s["w"].add_(1.0)
+        update(T, s)
+        zero(s)
+        return values(s["w"], s["b"])
+
+    compare(torch, body)
+
+
+def test_hooks_registered_mid_loop(torch):
+    def body(T, s, step):
+        if step == 30:
+            s["hook"] = s["w"].register_hook(lambda g: g * 0.5)
+        if step == 45:
+            s["hook"].remove()
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        update(T, s)
+        zero(s)
+        return values(s["w"], s["b"])
+
+    compare(torch, body)
+
+
+def test_grad_mode_and_no_update(torch):
+    """A step whose update runs with grad mode on would raise; here every fourth step skips the
+    update and reads under no_grad instead."""
+    def body(T, s, step):
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        if step % 4 == 0:
+            with T.no_grad():
+                out = values(T.matmul(s["x"], s["w"]) + s["b"])
+        else:
+            update(T, s)
+            out = []
+        zero(s)
+        return out + values(s["w"], s["b"])
+
+    compare(torch, body)
+
+
+def test_threads_each_with_its_loop_and_a_reader(torch):
+    """Two threads train their own networks while a third reads the first one's parameters and
+    last loss whenever it likes: each thread's steps are its own cycles, a read from another
+    thread makes the cycle fall back, and every thread ends where PyTorch ends."""
+    def loop(T, results, key, steps=80, shared=None):
+        x, y, w, b = net(T, seed=key)
+        for _ in range(steps):
+            loss = bce(T, x, y, w, b)
+            if shared is not None:
+                shared["w"], shared["loss"] = w, loss
+            loss.backward()
+            with T.no_grad():
+                w -= 0.1 * w.grad
+                b -= 0.1 * b.grad
+            w.grad.zero_()
+            b.grad.zero_()
+        results[key] = values(w, b)
+
+    def reader(shared, stop, reads):
+        while not stop.is_set():
+            if "w" in shared:
+                reads.append(float(shared["w"].detach().sum()) + float(shared["loss"].detach()))
+
+    def threaded(T):
+        results, shared, stop, reads = {}, {}, threading.Event(), []
+        watcher = threading.Thread(target=reader, args=(shared, stop, reads))
+        watcher.start()
+        threads = [threading.Thread(target=loop, args=(T, results, k, 80, shared if k == 1 else None)) for k in (1, 2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        stop.set()
+        watcher.join()
+        assert all(np.isfinite(reads))
+        return results
+
+    ours, theirs = threaded(symgrad), threaded(torch)
+    for key in (1, 2):
+        for u, v in zip(ours[key], theirs[key]):
+            np.testing.assert_allclose(u, v, **STEP_TOL)
+
+
+def test_a_chain_replayed_with_its_gradient_read_every_call(torch):
+    """W4's shape: a fresh graph over one leaf per call, ``.grad = None`` first, the gradient read
+    after each backward."""
+    def call(T, h, depth=6):
+        h.grad = None
+        x = h
+        for _ in range(depth):
+            x = T.sin(x) * x + 0.5
+        x.sum().backward()
+        return np.array(h.grad.numpy(), dtype=np.float64)
+
+    H = np.linspace(-1, 1, 50, dtype=np.float32)
+    ours, theirs = symgrad.tensor(H, requires_grad=True), torch.tensor(H, requires_grad=True)
+    before = cycles.stats.replayed
+    for _ in range(12):
+        np.testing.assert_allclose(call(symgrad, ours), call(torch, theirs), **STEP_TOL)
+    if speed.fast:
+        assert cycles.stats.replayed - before >= 8
