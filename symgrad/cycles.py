@@ -26,14 +26,15 @@ from symgrad.dtypes import Size
 from symgrad.grad_mode import _state as _grad_state
 from symgrad import kinds
 from symgrad.kinds import exactly
-from symgrad.nodes import CONST, LEAF, Node, is_zero_fill, lazy_leaf, leaf, program_ran
+from symgrad.nodes import _default_float, _scalars, CONST, LEAF, Node, is_zero_fill, lazy_leaf, program_ran
 from symgrad.storage import mark, storage_of
-from symgrad.tensor import Tensor, as_node, record
+from symgrad.tensor import Tensor, record
 from symgrad.tracing import gradient_path
 
 MAX_ENTRIES = 20_000  # a longer cycle is not traced (its recording would cost more than it saves)
 MAX_PATIENCE = 64     # equal traces in a row wanted before replaying again, after falling back repeatedly
 WRITE, FILL, BACKWARD = "write", "fill", "backward"
+_NUMBERS = frozenset((int, float, bool))
 SLOT, WRITTEN, GRAD = 0, 1, 2  # where a program input comes from: an outside operand, a write, a .grad
 
 
@@ -44,10 +45,11 @@ class Cycle:
                  "positions", "nodes", "values", "mark", "broken", "done", "real", "lock", "placeholders",
                  "streak", "patience", "peeked")
 
-    def __init__(self, previous=None, plan=None, streak=0, patience=1):
+    def __init__(self, previous=None, plan=None, streak=0, patience=1, lock=None):
         """``streak``: equal traces in a row so far; ``patience``: how many replaying needs (it
         doubles each time a replayed cycle falls back, so a step that leaves its trace every
-        few cycles soon stops paying for falling back)."""
+        few cycles soon stops paying for falling back); ``lock``: the thread's, shared by its
+        cycles (another thread that reads a value takes it)."""
         self.streak, self.patience = streak, patience
         self.previous, self.plan = previous, plan  # the trace to replay and its Plan, when replaying
         self.replaying = plan is not None
@@ -58,7 +60,7 @@ class Cycle:
         self.nodes = {}  # replaying: position -> the node a write or a fill gave its tensor
         self.values = {}  # position -> value a replayed backward computed (its root)
         self.mark, self.broken, self.done, self.real = _grad_state.changes, False, False, None
-        self.lock = threading.RLock()
+        self.lock = lock or threading.RLock()
         self.placeholders = []  # the Pending values of the tensors it wrote, until its backward
         self.peeked = []  # nodes made to compute values read before the backward (no tensor moved to them)
 
@@ -136,18 +138,19 @@ class Cycle:
         if len(args) != len(refs):
             return False
         for a, ref in zip(args, refs):
-            cls = ref.__class__
-            if cls is int:
-                if a.__class__ is Traced:
-                    if a._cycle is not self or a._position != ref:
+            cls = a.__class__
+            if cls is Traced:  # made by this cycle at that position
+                if a._position != ref or a._cycle is not self:
+                    return False
+            elif cls is Tensor:
+                rcls = ref.__class__
+                if rcls is tuple:
+                    if not self._capture(a, ref):
                         return False
-                elif a.__class__ is not Tensor or a._node is not self.nodes.get(ref):
+                elif a._node is not (self.nodes.get(ref) if rcls is int else ref):
                     return False
-            elif cls is tuple:
-                if not self._capture(a, ref):
-                    return False
-            elif (a._node if a.__class__ is Tensor else _constant(a)) is not ref:
-                return False
+            elif cls not in _NUMBERS or _scalars.get((cls, a, _default_float[0])) is not ref:
+                return False  # not the shared node of a Python number (symgrad.nodes.scalar)
         return True
 
     def _capture(self, tensor, ref, node=None) -> bool:
@@ -237,7 +240,7 @@ class Cycle:
             program_ran()
             stats.replayed += 1
             self.done, self.placeholders = True, []
-        _grad_state.cycle = Cycle(self.entries, plan, self.streak, self.patience)
+        _grad_state.cycle = Cycle(self.entries, plan, self.streak, self.patience, self.lock)
         return True
 
     # ----------------------------------------------------------------------- falling back
@@ -535,7 +538,7 @@ def _after_backward(tensor, root, ran, before) -> None:
         if cycle.entries == cycle.previous:
             streak = cycle.streak + 1
             plan = plan_of(cycle, root, ran, before) if streak >= cycle.patience else None
-    _grad_state.cycle = Cycle(cycle.entries if traced else None, plan, streak, cycle.patience)
+    _grad_state.cycle = Cycle(cycle.entries if traced else None, plan, streak, cycle.patience, cycle.lock)
 
 
 Tensor._before_backward = _before_backward
@@ -572,9 +575,3 @@ def _shares(tensor) -> bool:
     return sum(member() is not None for member in storage.members) > 1
 
 
-def _constant(value):
-    """The shared constant node of a Python number, as ``apply`` would make it."""
-    try:
-        return as_node(value)
-    except TypeError:
-        return None
