@@ -338,3 +338,19 @@ def test_a_chain_replayed_with_its_gradient_read_every_call(torch):
         np.testing.assert_allclose(call(symgrad, ours), call(torch, theirs), **STEP_TOL)
     if speed.fast:
         assert cycles.stats.replayed - before >= 8
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_optimizer_sgd(torch, momentum):
+    """``optim.SGD``'s update is traced as an op and a write (plain SGD replays); a momentum
+    buffer written outside the trace keeps its cycles on the usual path."""
+    def body(T, s, step):
+        if "opt" not in s:
+            s["opt"] = T.optim.SGD([s["w"], s["b"]], lr=0.1, momentum=momentum)
+        s["opt"].zero_grad()
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        s["opt"].step()
+        return values(loss, s["w"], s["b"])
+
+    compare(torch, body, replays=None if momentum else True)

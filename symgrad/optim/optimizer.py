@@ -12,6 +12,7 @@ from collections import defaultdict
 import numpy as np
 
 from symgrad import dtypes
+from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import enable_grad, no_grad
 from symgrad.inplace import write_values
 from symgrad.nodes import constant, lazy_leaf, leaf
@@ -151,8 +152,23 @@ def at_least_zero(**values) -> None:
 def update(tensor: Tensor, op, *inputs) -> None:
     """``tensor`` takes ``op`` of ``inputs`` (tensors or numbers), without history: an in-place
     update recorded with no Tensor made in between and none of the checks that an optimizer's own
-    buffers pass by construction (a few per parameter and step: W6 records 18 a step)."""
-    write_values(tensor, record(op, tuple([as_node(v) for v in inputs])))
+    buffers pass by construction (a few per parameter and step: W6 records 18 a step).  A thread
+    replaying its step (symgrad.cycles) checks the op and the write against the step's trace."""
+    cycle = _grad_state.cycle
+    result = cycle.op(op, inputs, ()) if cycle is not None and cycle.replaying else None
+    if result is not None:
+        if cycle.write(tensor, result):
+            return
+        node = result._node  # off the trace at the write: the op is one of the cycle's real nodes now
+    else:
+        nodes = tuple([as_node(v) for v in inputs])
+        node = record(op, nodes)
+        if cycle is not None:
+            cycle.recorded(op, inputs, nodes, (), node)
+    old = tensor._node
+    write_values(tensor, node)
+    if cycle is not None:
+        cycle.written(tensor, node, old, tensor._node)
 
 
 def zeros_like(p: Tensor) -> Tensor:
