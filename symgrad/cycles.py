@@ -19,6 +19,7 @@ Nothing here differentiates: the program is the symbolic backward the usual path
 from __future__ import annotations
 
 import threading
+import weakref
 
 from codegen import deferred, speed
 from symgrad import engine, hooks
@@ -43,7 +44,7 @@ class Cycle:
 
     __slots__ = ("entries", "previous", "plan", "replaying", "cursor", "captured", "tensors", "slots",
                  "positions", "nodes", "values", "mark", "broken", "done", "real", "lock", "placeholders",
-                 "streak", "patience", "peeked")
+                 "streak", "patience", "peeked", "made")
 
     def __init__(self, previous=None, plan=None, streak=0, patience=1, lock=None):
         """``streak``: equal traces in a row so far; ``patience``: how many replaying needs (it
@@ -55,8 +56,8 @@ class Cycle:
         self.replaying = plan is not None
         self.entries = [] if plan is None else previous
         self.cursor = 0
-        self.captured, self.tensors, self.slots = [], [], {}  # outside nodes, their tensors, node -> slot
-        self.positions = {}  # recording: node made in this cycle -> its position
+        self.captured, self.tensors, self.slots = [], [], {}  # outside nodes, their tensors (weak when recording), id -> slot
+        self.positions, self.made = {}, []  # recording: id of a node made -> its position; weak refs by position
         self.nodes = {}  # replaying: position -> the node a write or a fill gave its tensor
         self.values = {}  # position -> value a replayed backward computed (its root)
         self.mark, self.broken, self.done, self.real = _grad_state.changes, False, False, None
@@ -66,20 +67,33 @@ class Cycle:
 
     # --------------------------------------------------------------------- recording
 
+    # Recording keeps only weak references to the nodes and tensors it saw (a loop that never
+    # calls backward must not keep its graphs alive): ``positions`` and ``slots`` map ids, checked
+    # against the weak references in ``made`` and ``captured``.
+
+    def position(self, node):
+        """The position at which this recording cycle made ``node``, or None."""
+        position = self.positions.get(id(node))
+        return position if position is not None and self.made[position]() is node else None
+
+    def _slot(self, node):
+        slot = self.slots.get(id(node))
+        return slot if slot is not None and self.captured[slot]() is node else None
+
     def _operand(self, tensor, node):
         """The trace's reference to an operand (recording): a position, a slot, or a constant."""
-        position = self.positions.get(node)
+        position = self.position(node)
         if position is not None:
             return position
         if node.op is CONST:
             return node
         if tensor is None or node.kind is None:
             return None
-        slot = self.slots.get(node)
+        slot = self._slot(node)
         if slot is None:
-            slot = self.slots[node] = len(self.captured)
-            self.captured.append(node)
-            self.tensors.append(tensor)
+            slot = self.slots[id(node)] = len(self.captured)
+            self.captured.append(weakref.ref(node))
+            self.tensors.append(weakref.ref(tensor))
         return slot, node.kind
 
     def _entry(self, entry, node, expected: int) -> None:
@@ -89,7 +103,8 @@ class Cycle:
             self.broken = True
         self.mark = _grad_state.changes
         if not self.broken:
-            self.positions[node] = len(self.entries)
+            self.positions[id(node)] = len(self.entries)
+            self.made.append(weakref.ref(node))
             self.entries.append(entry)
 
     def recorded(self, op, args, nodes, attrs, node) -> None:
@@ -105,7 +120,7 @@ class Cycle:
     def written(self, tensor, source, old, node) -> None:
         """``apply_inplace`` wrote the result ``source`` into ``tensor`` (whose node was ``old``)
         without history: its entry (a cast, a view, a tensor with history is not traced)."""
-        position = self.positions.get(source)
+        position = self.position(source)
         if (self.broken or position is None or tensor._view is not None or old.dtype is not source.dtype
                 or (old.requires_grad and old.op is not LEAF) or _shares(tensor)):
             self.broken = True
@@ -255,8 +270,11 @@ class Cycle:
             self.replaying = False
             self.streak, self.patience = 0, min(2 * self.patience, MAX_PATIENCE)
             self.entries = list(self.entries[:self.cursor])
-            self.positions = {node: p for p, node in enumerate(real)}
-            self.slots = {node: s for s, node in enumerate(self.captured)}
+            self.positions = {id(node): p for p, node in enumerate(real)}
+            self.made = [weakref.ref(node) for node in real]
+            self.slots = {id(node): s for s, node in enumerate(self.captured)}
+            self.captured = [weakref.ref(node) for node in self.captured]
+            self.tensors = [weakref.ref(tensor) for tensor in self.tensors]
             self.mark = _grad_state.changes
             self.broken = self.broken or _grad_state.cycle is not self
 
@@ -473,15 +491,15 @@ def plan_of(cycle, root, ran, before):
     program, input_nodes, pending_nodes, owners, owned = ran
     tensor_index = {}
     for j, tensor in enumerate(cycle.tensors):
-        tensor_index.setdefault(id(tensor), j)
+        tensor_index.setdefault(id(tensor()), j)
     owner_slots = [tensor_index.get(id(o)) for o in owners]
     if None in owner_slots:
         return None
     grads = {id(node): k for k, node in enumerate(before.get(j) for j in owner_slots) if node is not None}
     inputs = []
     for node in input_nodes:
-        slot = cycle.slots.get(node)
-        position = cycle.positions.get(node)
+        slot = cycle._slot(node)
+        position = cycle.position(node)
         if slot is not None:
             inputs.append((SLOT, slot))
         elif position is not None and cycle.entries[position][0] in (WRITE, FILL):
@@ -492,12 +510,12 @@ def plan_of(cycle, root, ran, before):
             return None
     pending = []
     for node in pending_nodes:
-        position = cycle.positions.get(node)
+        position = cycle.position(node)
         if position is None or cycle.entries[position][0] is not WRITE:
             return None
         pending.append(position)
     accumulate = tuple([before.get(("state", j)) for j in owner_slots])
-    if 3 in accumulate or cycle.positions.get(root) is None:
+    if 3 in accumulate or cycle.position(root) is None:
         return None
     return Plan(program, tuple(inputs), tuple(pending), tuple(owner_slots),
                 tuple([(n.shape, n.dtype, kinds.array(n.shape, n.dtype, False)) for n in owned]), accumulate)
@@ -514,10 +532,12 @@ def _before_backward(tensor, cycle):
         cycle.broken = True
         return None
     before = {}
-    for j, t in enumerate(cycle.tensors):
-        before[("state", j)] = _grad_state_of(t)
-        if t._grad is not None:
-            before[j] = t._grad._node
+    for j, ref in enumerate(cycle.tensors):
+        t = ref()
+        if t is not None:
+            before[("state", j)] = _grad_state_of(t)
+            if t._grad is not None:
+                before[j] = t._grad._node
     return before
 
 
@@ -531,14 +551,15 @@ def _after_backward(tensor, root, ran, before) -> None:
     if cycle is None:
         _grad_state.cycle = Cycle()
         return
-    plan, streak = None, 0
-    traced = before is not None and ran is not None and root in cycle.positions
+    plan, streak, patience = None, 0, 1  # a new trace starts with no patience owed
+    position = cycle.position(root)
+    traced = before is not None and ran is not None and position is not None
     if traced:
-        cycle.entries.append((BACKWARD, cycle.positions[root]))
+        cycle.entries.append((BACKWARD, position))
         if cycle.entries == cycle.previous:
-            streak = cycle.streak + 1
-            plan = plan_of(cycle, root, ran, before) if streak >= cycle.patience else None
-    _grad_state.cycle = Cycle(cycle.entries if traced else None, plan, streak, cycle.patience, cycle.lock)
+            streak, patience = cycle.streak + 1, cycle.patience
+            plan = plan_of(cycle, root, ran, before) if streak >= patience else None
+    _grad_state.cycle = Cycle(cycle.entries if traced else None, plan, streak, patience, cycle.lock)
 
 
 Tensor._before_backward = _before_backward
