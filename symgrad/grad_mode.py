@@ -42,13 +42,13 @@ class _GradMode(contextlib.ContextDecorator):
             return cls()(args[0])
         return super().__new__(cls)
 
-    def __enter__(self):
-        self._previous = is_grad_enabled()
-        _set(self.enabled)
+    def __enter__(self):  # the thread-local read and written directly: a training step enters one per step
+        state = _state
+        self._previous, state.enabled = state.enabled, self.enabled
         return self
 
     def __exit__(self, *exc):
-        _set(self._previous)
+        _state.enabled = self._previous
         return False
 
     def _recreate_cm(self):  # a fresh instance per decorated call keeps nesting right
