@@ -120,20 +120,31 @@ class Cycle:
     def written(self, tensor, source, old, node) -> None:
         """``apply_inplace`` wrote the result ``source`` into ``tensor`` (whose node was ``old``)
         without history: its entry (a cast, a view, a tensor with history is not traced)."""
-        position = self.position(source)
-        if (self.broken or position is None or tensor._view is not None or old.dtype is not source.dtype
-                or (old.requires_grad and old.op is not LEAF) or _shares(tensor)):
+        position, ref = self.position(source), self._written(tensor, old)
+        if (self.broken or position is None or ref is None or tensor._view is not None
+                or old.dtype is not source.dtype or (old.requires_grad and old.op is not LEAF) or _shares(tensor)):
             self.broken = True
             return
-        self._entry((WRITE, self._operand(tensor, old), position, old.requires_grad,
-                     kinds.array(old.shape, old.dtype, old.requires_grad)), node, 1)
+        self._entry((WRITE, ref, position, old.requires_grad, kinds.array(old.shape, old.dtype, old.requires_grad)),
+                    node, 1)
 
     def filled(self, tensor, value, old, node) -> None:
         """``fill_inplace`` filled ``tensor`` without history: its entry."""
-        if self.broken or tensor._view is not None or _shares(tensor) or node.op is not LEAF:
+        ref = self._written(tensor, old)
+        if (self.broken or ref is None or tensor._view is not None or _shares(tensor) or node.op is not LEAF
+                or node.value is not None):
             self.broken = True
             return
-        self._entry((FILL, exactly(value), self._operand(tensor, old), node), node, 1)
+        self._entry((FILL, ref, exactly(value), node.inputs[0]), node, 1)  # the constant: the fill's leaf is new
+                                                                           # once a program has computed it
+
+    def _written(self, tensor, old):
+        """The reference to a tensor written in place: an outside one, or one written earlier in
+        the cycle (not the result of an op: that tensor has history); None when not traced."""
+        ref = self._operand(tensor, old)
+        if ref.__class__ is int and self.entries[ref][0] is not WRITE and self.entries[ref][0] is not FILL:
+            return None
+        return ref if ref.__class__ is int or ref.__class__ is tuple else None
 
     # ---------------------------------------------------------------------- replaying
 
@@ -206,20 +217,20 @@ class Cycle:
         return False
 
     def fill(self, tensor, value) -> bool:
-        """``tensor.fill_(value)`` without history replayed: the tensor takes the trace's shared
-        filled leaf while nobody has computed it; False when off the trace (after falling back)."""
+        """``tensor.fill_(value)`` without history replayed: the tensor takes a leaf filled with the
+        trace's constant, as ``fill_inplace`` makes it; False when off the trace (after falling back)."""
         i = self.cursor
         entry = self.entries[i]
-        if (speed.fast and entry[0] is FILL and entry[3].value is None and entry[1] == exactly(value)
+        if (speed.fast and entry[0] is FILL and entry[2] == exactly(value)
                 and _grad_state.changes == self.mark and tensor.__class__ is Tensor and tensor._view is None
                 and not _shares(tensor)):
-            old, ref = tensor._node, entry[2]
+            old, ref = tensor._node, entry[1]
             if old.requires_grad and _grad_state.enabled:
                 pass
             elif old is self.nodes.get(ref) if ref.__class__ is int else self._capture(tensor, ref, old):
-                _write(tensor, old, entry[3])
+                node = self.nodes[i] = lazy_leaf(entry[3], requires_grad=old.requires_grad)
+                _write(tensor, old, node)
                 self.cursor = i + 1
-                self.nodes[i] = entry[3]
                 return True
         self.fall_back()
         return False
@@ -230,11 +241,11 @@ class Cycle:
             plan = self.plan
             if (not speed.fast or not self.replaying or root.__class__ is not Traced or root._cycle is not self or self.cursor != len(self.entries) - 1
                     or root._position != self.entries[-1][1] or _grad_state.changes != self.mark
-                    or hooks.on_nodes.data or hooks.leaves or engine.anomaly_mode[0]):
+                    or engine.anomaly_mode[0]):
                 self.fall_back()
                 return False
             owners = [self.tensors[j] for j in plan.owners]
-            if not plan.holds(self, owners):
+            if not plan.holds(self, owners) or self._hooked(owners):
                 self.fall_back()
                 return False
             captured = self.captured
@@ -257,6 +268,14 @@ class Cycle:
             self.done, self.placeholders = True, []
         _grad_state.cycle = Cycle(self.entries, plan, self.streak, self.patience, self.lock)
         return True
+
+    def _hooked(self, owners) -> bool:
+        """Whether a hook is on the way of this backward (``engine._backward`` asks the same):
+        on a tensor whose ``.grad`` it fills, or on an outside node it differentiates through (a
+        replayed op's result has no node to hook without falling back)."""
+        if hooks.leaves and hooks.hooked_targets(owners):
+            return True
+        return bool(hooks.on_nodes.data) and any(node in hooks.on_nodes for node in self.captured)
 
     # ----------------------------------------------------------------------- falling back
 
@@ -328,7 +347,8 @@ class Cycle:
         return node
 
     def _tensor_of(self, ref):
-        while ref.__class__ is int:  # a tensor written earlier in the cycle
+        """The tensor a write's (or a fill's) reference names."""
+        while ref.__class__ is int:  # a tensor written earlier in the cycle: that write's reference
             ref = self.entries[ref][1]
         return self.tensors[ref[0]]
 

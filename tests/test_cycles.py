@@ -354,3 +354,22 @@ def test_optimizer_sgd(torch, momentum):
         return values(loss, s["w"], s["b"])
 
     compare(torch, body, replays=None if momentum else True)
+
+
+def test_a_buffer_zeroed_then_written_each_step(torch):
+    """A hand-made buffer filled and then written in place every step (a write to a tensor the
+    cycle filled), read now and then, and used by the update."""
+    def body(T, s, step):
+        if "buf" not in s:
+            s["buf"] = T.zeros(5, 3)
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        with T.no_grad():
+            s["buf"].zero_()
+            s["buf"] += 0.5 * s["w"].grad
+            s["w"] -= s["buf"]
+            s["b"] -= 0.1 * s["b"].grad
+        zero(s)
+        return values(s["buf"]) if step % 6 == 2 else values(s["w"])
+
+    compare(torch, body)
