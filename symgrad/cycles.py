@@ -520,6 +520,8 @@ def plan_of(cycle, root, ran, before):
     for node in input_nodes:
         slot = cycle._slot(node)
         position = cycle.position(node)
+        if slot is not None and id(node) in grads:
+            return None  # a .grad that is also an operand (``w.grad = x``): the trace cannot tell which it reads
         if slot is not None:
             inputs.append((SLOT, slot))
         elif position is not None and cycle.entries[position][0] in (WRITE, FILL):
