@@ -103,6 +103,7 @@ class ProgramCache:
     def __init__(self, capacity: int = 4096):
         self._paths = ({}, {})  # plain, fast
         self.capacity = capacity
+        self.cleared = 0  # times cleared: a program held elsewhere (symgrad.cycles) is not used past a clear
 
     @property
     def _programs(self) -> dict:
@@ -141,6 +142,8 @@ class ProgramCache:
             return self.put(key, compiled)
 
     def clear(self):
+        """Forget every program (and, through ``cleared``, every replay holding one)."""
+        self.cleared += 1
         for programs in self._paths:
             programs.clear()
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 import weakref
 
+import codegen.compile as programs
 from codegen import deferred, speed
 from symgrad import engine, hooks
 from symgrad.dtypes import Size
@@ -472,16 +473,19 @@ class Plan:
     """How a replayed backward runs the program the usual path compiled for this trace: where
     each input comes from, which writes its outputs fill, whose ``.grad`` takes the rest."""
 
-    __slots__ = ("program", "inputs", "pending", "owners", "owned", "accumulate")
+    __slots__ = ("program", "inputs", "pending", "owners", "owned", "accumulate", "generation")
 
     def __init__(self, program, inputs, pending, owners, owned, accumulate):
         self.program, self.inputs, self.pending = program, inputs, pending
         self.owners, self.owned, self.accumulate = owners, owned, accumulate
+        self.generation = programs.cache.cleared  # a cleared cache forgets this program too
 
     def holds(self, cycle, owners) -> bool:
         """Whether the state the program assumes holds: distinct owners whose ``.grad`` is as
         it was (none, zero-filled, or an array added to; a ``.grad`` tensor of one owner only),
         written tensors still holding their placeholders."""
+        if self.generation != programs.cache.cleared:
+            return False
         if len(owners) > 1 and len({id(o) for o in owners}) != len(owners):
             return False
         if tuple([_grad_state_of(o) for o in owners]) != self.accumulate:
