@@ -183,7 +183,7 @@ class Cycle:
     def _capture(self, tensor, ref, node=None) -> bool:
         """Whether ``tensor`` (holding ``node``) is the outside operand ``ref`` names: a new one
         in its slot's turn, or the one already in that slot."""
-        if tensor.__class__ is not Tensor:
+        if tensor.__class__ is not Tensor or tensor._inference:  # an inference tensor: the usual path's checks
             return False
         node = tensor._node if node is None else node
         slot, kind = ref
@@ -473,11 +473,13 @@ class Plan:
     """How a replayed backward runs the program the usual path compiled for this trace: where
     each input comes from, which writes its outputs fill, whose ``.grad`` takes the rest."""
 
-    __slots__ = ("program", "inputs", "pending", "owners", "owned", "accumulate", "generation")
+    __slots__ = ("program", "inputs", "pending", "owners", "owned", "accumulate", "aliases", "generation")
 
-    def __init__(self, program, inputs, pending, owners, owned, accumulate):
+    def __init__(self, program, inputs, pending, owners, owned, accumulate, aliases):
+        """``aliases``: (slot, owner) pairs whose operand was that owner's ``.grad`` (the program
+        reads one input for both: ``w.grad`` in ``w -= lr * w.grad`` without ``zero_``)."""
         self.program, self.inputs, self.pending = program, inputs, pending
-        self.owners, self.owned, self.accumulate = owners, owned, accumulate
+        self.owners, self.owned, self.accumulate, self.aliases = owners, owned, accumulate, aliases
         self.generation = programs.cache.cleared  # a cleared cache forgets this program too
 
     def holds(self, cycle, owners) -> bool:
@@ -493,6 +495,9 @@ class Plan:
         grads = [o._grad for o in owners if o._grad is not None]
         if len(grads) > 1 and len({id(g) for g in grads}) != len(grads):
             return False
+        for slot, owner in self.aliases:
+            if cycle.captured[slot] is not owners[owner]._grad._node:
+                return False
         for k in self.pending:
             if cycle._tensor_of(cycle.entries[k][1])._node is not cycle.nodes[k]:
                 return False
@@ -520,12 +525,12 @@ def plan_of(cycle, root, ran, before):
     if None in owner_slots:
         return None
     grads = {id(node): k for k, node in enumerate(before.get(j) for j in owner_slots) if node is not None}
-    inputs = []
+    inputs, aliases = [], []
     for node in input_nodes:
         slot = cycle._slot(node)
         position = cycle.position(node)
         if slot is not None and id(node) in grads:
-            return None  # a .grad that is also an operand (``w.grad = x``): the trace cannot tell which it reads
+            aliases.append((slot, grads[id(node)]))  # an operand that is the .grad added to: so it must stay
         if slot is not None:
             inputs.append((SLOT, slot))
         elif position is not None and cycle.entries[position][0] in (WRITE, FILL):
@@ -544,7 +549,8 @@ def plan_of(cycle, root, ran, before):
     if 3 in accumulate or cycle.position(root) is None:
         return None
     return Plan(program, tuple(inputs), tuple(pending), tuple(owner_slots),
-                tuple([(n.shape, n.dtype, kinds.array(n.shape, n.dtype, False)) for n in owned]), accumulate)
+                tuple([(n.shape, n.dtype, kinds.array(n.shape, n.dtype, False)) for n in owned]), accumulate,
+                tuple(aliases))
 
 
 def _before_backward(tensor, cycle):

@@ -331,7 +331,7 @@ def apply(op, *args, attrs: tuple = ()) -> Tensor:
     replaying its step (symgrad.cycles) only checks the op against the step's trace."""
     cycle = _grad_state.cycle
     if cycle is not None and cycle.replaying:
-        traced = cycle.op(op, args, attrs) if not (op.view or _inference_made[0]) else cycle.fall_back()
+        traced = cycle.op(op, args, attrs) if not op.view else cycle.fall_back()
         if traced is not None:
             return traced
     if len(args) == 2:  # most ops: spelled out, as this runs for every op recorded
