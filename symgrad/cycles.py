@@ -10,11 +10,14 @@ names, the next cycles are *replayed*: an op only checks ``trace[cursor]`` and r
 gives the tensor a leaf whose value is a ``deferred.Pending`` of the cycle, and ``backward``
 calls the program on the outside arrays.
 
-Anything off the trace falls back: another op, a read of a value still to come, any use of a
-``Traced`` tensor's node, a hook, another thread's record, a ``backward`` with arguments.  The
-cycle is then *materialized*: its entries run again on the usual path with the operands they
-saw, the tensors it wrote take the real nodes, and the thread records the rest of the cycle.
-Nothing here differentiates: the program is the symbolic backward the usual path compiled.
+A value read before the backward (``loss.item()``, a parameter just updated) is computed on
+side nodes built from the operands the cycle saw, and replay goes on.  Anything else off the
+trace falls back: another op, any other use of a ``Traced`` tensor's node, a hook on the way, an
+untraced write, a ``backward`` with arguments.  The cycle is then *materialized*: its entries
+run again on the usual path with the operands they saw, the tensors it wrote take the real
+nodes, and the thread records the rest of the cycle (and waits longer before replaying that
+trace again).  Nothing here differentiates: the program is the symbolic backward the usual
+path compiled, and the calls still go through ``codegen.deferred``.
 """
 from __future__ import annotations
 
