@@ -73,7 +73,7 @@ class Pending:
                         call.program.calls = 0
                         if len(chain.calls) == 1:
                             call.program.wait = min(2 * call.program.wait, MAX_WAIT)
-                    chain.run()
+                    chain.run(self)
         return self.array
 
 
@@ -139,9 +139,9 @@ class _Chain:
         self.arrays += arrays
         return results
 
-    def run(self) -> None:
+    def run(self, asking=None) -> None:
         """Run the chain's calls (one jitted program when it is full), ``lock`` held; live
-        placeholders get their arrays.  Always on arrays, never traced: a value read while JAX
+        placeholders get their arrays (``asking``, the one whose ``get`` ran it, among them).  Always on arrays, never traced: a value read while JAX
         traces a function (a pending tensor captured by ``value_and_grad``) is a constant of that
         trace, and the chain's other results must not become tracers."""
         with on_arrays():

@@ -47,8 +47,8 @@ class Cycle:
     """One thread's cycle: its trace (``entries``), what its operands were, and the replay state."""
 
     __slots__ = ("entries", "previous", "plan", "replaying", "cursor", "captured", "tensors", "slots",
-                 "positions", "nodes", "values", "mark", "broken", "done", "real", "lock", "placeholders",
-                 "streak", "patience", "peeked", "made")
+                 "positions", "nodes", "values", "mark", "broken", "done", "real", "lock",
+                 "streak", "patience", "peeked", "made", "__weakref__")
 
     def __init__(self, previous=None, plan=None, streak=0, patience=1, lock=None):
         """``streak``: equal traces in a row so far; ``patience``: how many replaying needs (it
@@ -66,7 +66,6 @@ class Cycle:
         self.values = {}  # position -> value a replayed backward computed (its root)
         self.mark, self.broken, self.done, self.real = _grad_state.changes, False, False, None
         self.lock = lock or threading.RLock()
-        self.placeholders = []  # the Pending values of the tensors it wrote, until its backward
         self.peeked = []  # nodes made to compute values read before the backward (no tensor moved to them)
 
     # --------------------------------------------------------------------- recording
@@ -211,7 +210,6 @@ class Cycle:
                 and self._match((tensor,), (entry[1],)) and not _shares(tensor)):
             old = tensor._node
             placeholder = deferred.Pending(self, i)
-            self.placeholders.append(placeholder)
             node = Node(LEAF, (), (), old.shape, old.dtype, entry[3], placeholder, entry[4], None, ())
             _write(tensor, old, node)
             self.cursor = i + 1
@@ -269,7 +267,7 @@ class Cycle:
                     grad._node = node  # Tensor._set_grad without the checks a .grad tensor passes
             program_ran()
             stats.replayed += 1
-            self.done, self.placeholders = True, []
+            self.done = True
         _grad_state.cycle = Cycle(self.entries, plan, self.streak, self.patience, self.lock)
         return True
 
@@ -300,6 +298,7 @@ class Cycle:
             self.tensors = [weakref.ref(tensor) for tensor in self.tensors]
             self.mark = _grad_state.changes
             self.broken = self.broken or _grad_state.cycle is not self
+            self.nodes = {}  # its leaves hold this cycle's Pending values: no reference cycle is left behind
 
     def materialize(self, rebind=True) -> list:
         """The cycle's nodes, made on the usual path from the operands each entry saw (once);
@@ -362,16 +361,15 @@ class Cycle:
     def chain(self):
         return self  # a property: a cycle that referred to itself would be left to the cycle collector
 
-    def run(self) -> None:
-        """``deferred.Pending.get``: a value this cycle wrote, read before its backward (see
-        ``peek``)."""
+    def run(self, asking) -> None:
+        """``deferred.Pending.get`` of ``asking``, the value of a write: read before the backward
+        (computed as ``peek`` computes), or by another thread just before the backward filled it."""
         with self.lock:
+            if self.done and self.real is None:
+                asking.array = deferred.value(self.nodes[asking.index].value)
+                return
             before = _grad_state.changes
-            real = self.materialize(rebind=False)
-            waiting = [p for p in self.placeholders if p.array is None]
-            engine.realize([real[p.index] for p in waiting])
-            for placeholder in waiting:
-                placeholder.array = engine.array(real[placeholder.index])
+            asking.array = engine.array(self.materialize(rebind=False)[asking.index])
             self.mark += _grad_state.changes - before
 
     def peek(self, position):
