@@ -141,9 +141,10 @@ class _Chain:
 
     def run(self, asking=None) -> None:
         """Run the chain's calls (one jitted program when it is full), ``lock`` held; live
-        placeholders get their arrays (``asking``, the one whose ``get`` ran it, among them).  Always on arrays, never traced: a value read while JAX
-        traces a function (a pending tensor captured by ``value_and_grad``) is a constant of that
-        trace, and the chain's other results must not become tracers."""
+        placeholders get their arrays (``asking``, the one whose ``get`` ran it, among them: a
+        chain of symgrad.cycles computes only that one).  Always on arrays, never traced: a
+        value read while JAX traces a function (a pending tensor captured by ``value_and_grad``)
+        is a constant of that trace, and the chain's other results must not become tracers."""
         with on_arrays():
             self._run()
 
