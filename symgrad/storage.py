@@ -149,8 +149,8 @@ def _the_write(node, new) -> bool:
 
 
 # PyTorch's backward formulas that read their result, not their input (derivatives.yaml)
-SAVES_RESULT = frozenset({"exp", "exp2", "expm1", "sigmoid", "tan", "tanh", "relu", "sqrt", "rsqrt", "softmax",
-                          "log_softmax"})
+SAVES_RESULT = frozenset({"exp", "exp2", "expm1", "sigmoid", "tan", "tanh", "relu", "sqrt", "rsqrt", "reciprocal",
+                          "softmax", "log_softmax"})
 # ...that read their result and their input
 SAVES_BOTH = frozenset({"max", "min", "cumprod", "prod", "logsumexp", "vector_norm"})
 # ...that keep their index or mask (an integer or bool input) to send the gradient back
