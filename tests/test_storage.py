@@ -252,7 +252,41 @@ def view_made_under_no_grad(T):
     v.mul_(2)
 
 
-REFUSALS = [saved_output_changed, saved_input_changed, saved_index_changed, saved_leaf_changed_under_no_grad, saved_other_is_self,
+def piece_used_after_its_base_was_written(T):
+    x = T.tensor(X4, requires_grad=True)
+    y = x * 1
+    piece = y.split(2)[0]
+    with T.no_grad():
+        y.mul_(2)
+    (piece * 2).sum().backward()
+
+
+def piece_differentiated_after_another_piece_was_written(T):
+    y = T.tensor(X4, requires_grad=True) * 1
+    first, second = y.unbind(0)[:2]
+    with T.no_grad():
+        second.mul_(2)
+    first.backward()
+
+
+def grad_fn_of_a_piece_whose_base_was_written(T):
+    x = T.tensor(X4, requires_grad=True)
+    piece = x.chunk(2)[1]
+    with T.no_grad():
+        x.add_(1)
+    return piece.grad_fn
+
+
+def is_leaf_of_a_piece_whose_base_was_written(T):
+    x = T.tensor(X4, requires_grad=True)
+    piece = x.unbind(0)[3]
+    with T.no_grad():
+        x.unbind(0)[0].add_(1)
+    return piece.is_leaf
+
+
+REFUSALS = [piece_used_after_its_base_was_written, piece_differentiated_after_another_piece_was_written,
+            grad_fn_of_a_piece_whose_base_was_written, is_leaf_of_a_piece_whose_base_was_written, saved_output_changed, saved_input_changed, saved_index_changed, saved_leaf_changed_under_no_grad, saved_other_is_self,
             saved_value_changed_through_a_view, view_of_a_leaf, reshaped_leaf, piece_of_unbind, piece_of_split,
             overlapping_expand, view_made_under_no_grad]
 
@@ -264,6 +298,20 @@ def test_refusals_are_pytorchs(scenario, torch, both_paths):
     with pytest.raises(type(theirs.value)) as ours:
         scenario(symgrad)
     assert str(ours.value).startswith(str(theirs.value).split(". ")[0].split(" [")[0]), (str(ours.value), str(theirs.value))
+
+
+def test_a_piece_whose_base_was_written_keeps_its_values_without_grad(torch):
+    """Was: a piece of split made again after its base was written kept a history PyTorch refuses;
+    its values, printing ("grad_fn=<Invalid>") and use under no_grad stay, as in PyTorch."""
+    def run(T):
+        x = T.tensor(X4, requires_grad=True)
+        piece = x.split(3)[0]
+        with T.no_grad():
+            x.mul_(2)
+            doubled = piece * 2
+        return repr(piece).replace("torch.", ""), doubled.tolist(), piece.requires_grad
+
+    assert run(symgrad) == run(torch)
 
 
 def test_a_refused_write_changes_nothing():
@@ -333,9 +381,7 @@ def _first_examples():
     from op_cases import cases
     seen = set()
     for case_id, op, example in cases():
-        # a piece of split/unbind whose base was written: PyTorch refuses it for a view rule, not for
-        # what a backward keeps (docs/api.md lists the difference)
-        if op.name not in seen and not example.up_to_sign and op.name != "piece":
+        if op.name not in seen and not example.up_to_sign:
             seen.add(op.name)
             yield pytest.param(op, example, id=case_id)
 
