@@ -328,11 +328,17 @@ def refuse_history(node: Node, piece_attrs) -> None:
         f"the output views to be modified inplace. You should replace the inplace operation by an out-of-place one.")
 
 
+def check_history(node: Node) -> None:
+    """Raise PyTorch's error if ``node``'s history was refused (refuse_history)."""
+    refusal = node.grad_fn_object
+    if refusal.__class__ is RefusedHistory:
+        raise RefusedHistory(*refusal.args)
+
+
 def grad_fn_of(node: Node):
     if node.is_leaf:
         return None
-    if node.grad_fn_object.__class__ is RefusedHistory:
-        raise RefusedHistory(*node.grad_fn_object.args)
+    check_history(node)
     if node.grad_fn_object is None:
         name = node.op.backward_name(node.inputs, node.attrs)
         if name is None:  # a placeholder with no backward of its own (a custom Function's grad_output)

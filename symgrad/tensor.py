@@ -19,7 +19,7 @@ from symgrad import dtypes, engine, kinds, storage
 from symgrad.formatting import format_tensor
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import inference_active, is_grad_enabled
-from symgrad.nodes import LEAF, Node, RefusedHistory, combine, grad_fn_of, lazy_leaf, leaf, outlived, scalar
+from symgrad.nodes import LEAF, Node, RefusedHistory, check_history, combine, grad_fn_of, lazy_leaf, leaf, outlived, scalar
 
 
 class Tensor:
@@ -67,10 +67,8 @@ class Tensor:
 
     @property
     def is_leaf(self) -> bool:
-        node = self._node
-        if node.grad_fn_object.__class__ is RefusedHistory:
-            raise RefusedHistory(*node.grad_fn_object.args)
-        return node.is_leaf
+        check_history(self._node)
+        return self._node.is_leaf
 
     @property
     def grad_fn(self):
@@ -132,8 +130,7 @@ class Tensor:
         root = self._node
         if not root.requires_grad:
             raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
-        if root.grad_fn_object.__class__ is RefusedHistory:
-            raise RefusedHistory(*root.grad_fn_object.args)
+        check_history(root)
         if gradient is None and dtypes.Size(root.shape).numel() != 1:
             raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
                                f"(backward() on a tensor of shape {tuple(root.shape)}; pass gradient=)")
@@ -374,8 +371,7 @@ def record(op, nodes: tuple, attrs: tuple = ()) -> Node:
             break
     if requires_grad:
         for n in nodes:
-            if n.grad_fn_object.__class__ is RefusedHistory:
-                raise RefusedHistory(*n.grad_fn_object.args)
+            check_history(n)
     if not requires_grad:
         # Checked only here (a graph that grows step by step makes new kinds), and only for a result
         # without history: one with history is computed, with the pending leaves it holds, by its backward.

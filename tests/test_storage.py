@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 import symgrad
+from op_cases import cases, make_inputs, symgrad_args
+from symgrad.tensor import apply
 
 X4 = np.array([1.0, -2.0, 3.0, 0.5], np.float32)
 M3 = np.arange(9.0, dtype=np.float32).reshape(3, 3)
@@ -286,8 +288,9 @@ def is_leaf_of_a_piece_whose_base_was_written(T):
 
 
 REFUSALS = [piece_used_after_its_base_was_written, piece_differentiated_after_another_piece_was_written,
-            grad_fn_of_a_piece_whose_base_was_written, is_leaf_of_a_piece_whose_base_was_written, saved_output_changed, saved_input_changed, saved_index_changed, saved_leaf_changed_under_no_grad, saved_other_is_self,
-            saved_value_changed_through_a_view, view_of_a_leaf, reshaped_leaf, piece_of_unbind, piece_of_split,
+            grad_fn_of_a_piece_whose_base_was_written, is_leaf_of_a_piece_whose_base_was_written,
+            saved_output_changed, saved_input_changed, saved_index_changed, saved_leaf_changed_under_no_grad,
+            saved_other_is_self, saved_value_changed_through_a_view, view_of_a_leaf, reshaped_leaf, piece_of_unbind, piece_of_split,
             overlapping_expand, view_made_under_no_grad]
 
 
@@ -378,7 +381,6 @@ def test_overlapping_inputs_of_in_place_ops(name, torch):
 # -------------------------------------------------- what each op's backward keeps, generically
 
 def _first_examples():
-    from op_cases import cases
     seen = set()
     for case_id, op, example in cases():
         if op.name not in seen and not example.up_to_sign:
@@ -387,11 +389,8 @@ def _first_examples():
 
 
 def _kept(T, op, example, values, write_first: bool):
-    """Whether the op's backward refuses (after its float inputs were written under no_grad) or
-    refuses to run twice: what PyTorch's saved tensors decide."""
-    from op_cases import symgrad_args
-    from symgrad.tensor import apply
-
+    """Whether the op's backward refuses after its float inputs were written under no_grad (one
+    backward), or refuses to run a second time: what PyTorch's saved tensors decide."""
     if T is symgrad:
         args = symgrad_args(values, dtype=symgrad.float32)
         out = apply(op, *args, attrs=example.attrs)
@@ -400,21 +399,19 @@ def _kept(T, op, example, values, write_first: bool):
         out = op.torch_fn(T, *args, *[getattr(T, a.name) if isinstance(a, symgrad.dtype) else a for a in example.attrs])
     if not out.requires_grad:
         return None
+    if write_first:
+        with T.no_grad():
+            for a in args:
+                if not np.isscalar(a) and a.requires_grad:
+                    a.mul_(1)
     cotangent = T.ones(tuple(out.shape), dtype=out.dtype)
     refused = []
-    for attempt in range(2):
-        if write_first and attempt == 0:
-            with T.no_grad():
-                for a in args:
-                    if not np.isscalar(a) and a.requires_grad:
-                        a.mul_(1)
+    for _ in range(1 if write_first else 2):
         try:
             out.backward(cotangent)
             refused.append(False)
         except RuntimeError:
             refused.append(True)
-        if write_first:
-            break
     return refused
 
 
@@ -423,7 +420,6 @@ def test_what_each_ops_backward_keeps_is_pytorchs(op, example, torch):
     """Was (slow fuzzer): a constant ``pad`` kept its input, so writing the input afterwards was refused
     (PyTorch's ConstantPadNdBackward0 keeps only sizes).  Each op, written after its call and
     differentiated twice, refuses exactly where PyTorch does (storage.saves_input, keeps_tensors)."""
-    from op_cases import make_inputs
     values = make_inputs(op, example, np.random.default_rng(len(op.name)))
     values = [v.astype(np.float32) if not np.isscalar(v) and v.dtype.kind == "f" else v for v in values]
     for write_first in (True, False):
