@@ -29,4 +29,14 @@ def kept(source: str) -> str:
     holds a NaN literal, and ``nan_kept``'s definition above them."""
     if "jnp.nan" not in source or not _EXPONENTIAL_CALL.search(source):
         return source
+    return _through_nan_kept(source)
+
+
+def helpers(definitions: str, programs: str) -> str:
+    """The helper ``definitions`` a module of emitted ``programs`` needs (symgrad.exporting), kept as
+    the programs were: with ``nan_kept`` if they call it."""
+    return _through_nan_kept(definitions) if "nan_kept(" in programs else definitions
+
+
+def _through_nan_kept(source: str) -> str:
     return NAN_KEPT.lstrip("\n") + "\n\n" + _EXPONENTIAL_CALL.sub(r"nan_kept(jnp.\1, ", source)

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 
 import codegen.compile as programs  # module imports: importing codegen may be what imports symgrad
 import codegen.emit as emitter
-from codegen import deferred, speed, stable
+from codegen import deferred, nan_literals, speed, stable
 from symgrad import hooks, replay
 from symgrad.nodes import CONST, is_zero_fill, leaf, owners_of, program_ran
 from symgrad.storage import keeps_tensors
@@ -170,9 +170,10 @@ def source(program) -> str:
 
 
 def helpers_called(sources) -> str:
-    """The definitions of the helpers (codegen.stable) these sources call: a module of several
-    programs holds each once."""
-    return stable.definitions_for("".join(sources))
+    """The definitions of the helpers (codegen.stable, codegen.nan_literals) these sources call: a
+    module of several programs holds each once."""
+    joined = "".join(sources)
+    return nan_literals.helpers(stable.definitions_for(joined), joined)
 
 
 plain_path = speed.plain_path  # symgrad.plain_path(): the same numbers without the speed layer

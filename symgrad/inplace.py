@@ -13,7 +13,7 @@ from symgrad import dtypes
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad.kinds import exactly
-from symgrad.nodes import LEAF, Node, constant, lazy_leaf
+from symgrad.nodes import LEAF, Node, constant, lazy_leaf, refuse_history
 from symgrad.ops.elementwise import FILL, KEEP_HISTORY
 from symgrad.ops.shape import COPY_OVER, copy, expand, to_dtype
 from symgrad.ops.views import VIEW_OF, WRITE_BACK
@@ -94,6 +94,8 @@ def _refresh(member: Tensor, replaced: bool) -> None:
             new = record(VIEW_OF, (parent._node,), step)
         finally:
             _grad_state.enabled = previous
+        if step[0].name == "piece" and new.requires_grad:
+            refuse_history(new, step[1])
     if replaced:
         mark(member._storage, old, new)
     member._rebind(new)

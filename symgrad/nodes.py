@@ -311,9 +311,34 @@ class AccumulateGrad:
         return f"<AccumulateGrad object at {id(self):#x}>"
 
 
+class RefusedHistory(RuntimeError):
+    """Kept as a node's ``grad_fn_object`` where PyTorch refuses the node's history (a piece of split or
+    unbind whose base was written), and raised anew wherever that history would be used."""
+
+
+def refuse_history(node: Node, piece_attrs) -> None:
+    """``node``, a piece of split/unbind made again after its base was written: its ``grad_fn`` and any
+    op recording history from it raise PyTorch's error.  Without a kind it reaches ``record``'s slow
+    path, the one place that checks (symgrad.tensor)."""
+    fn = piece_attrs[3].removesuffix("Backward0")
+    node.kind = None
+    node.grad_fn_object = RefusedHistory(
+        f"Output {piece_attrs[2]} of {fn} is a view and its base or another view of its base has been modified "
+        f"inplace. This view is the output of a function that returns multiple views. Such functions do not allow "
+        f"the output views to be modified inplace. You should replace the inplace operation by an out-of-place one.")
+
+
+def check_history(node: Node) -> None:
+    """Raise PyTorch's error if ``node``'s history was refused (refuse_history)."""
+    refusal = node.grad_fn_object
+    if refusal.__class__ is RefusedHistory:
+        raise RefusedHistory(*refusal.args)
+
+
 def grad_fn_of(node: Node):
     if node.is_leaf:
         return None
+    check_history(node)
     if node.grad_fn_object is None:
         name = node.op.backward_name(node.inputs, node.attrs)
         if name is None:  # a placeholder with no backward of its own (a custom Function's grad_output)

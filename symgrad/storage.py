@@ -149,16 +149,18 @@ def _the_write(node, new) -> bool:
 
 
 # PyTorch's backward formulas that read their result, not their input (derivatives.yaml)
-SAVES_RESULT = frozenset({"exp", "exp2", "expm1", "sigmoid", "tan", "tanh", "relu", "sqrt", "rsqrt", "softmax",
-                          "log_softmax"})
+SAVES_RESULT = frozenset({"exp", "exp2", "expm1", "sigmoid", "tan", "tanh", "relu", "sqrt", "rsqrt", "reciprocal",
+                          "softmax", "log_softmax", "cholesky", "inv", "eigh", "svd"})
 # ...that read their result and their input
 SAVES_BOTH = frozenset({"max", "min", "cumprod", "prod", "logsumexp", "vector_norm"})
 # ...that keep their index or mask (an integer or bool input) to send the gradient back
 INDEXED = frozenset({"take", "gather", "scatter", "index_select", "index_fill", "masked_fill", "masked_select", "put",
                      "embedding", "where"})
-# ...whose gradient reads no tensor (zeros, the cotangent as it is, or indices it keeps)
-SAVES_NOTHING = frozenset({"floor", "ceil", "round", "trunc", "frac", "sign", "floor_divide", "cumsum", "max_dim",
-                           "min_dim"})
+# ...that keep tensors other than their inputs: the indices they computed, a number as a tensor (p - lr * g)
+KEEPS_OTHERS = frozenset({"sort", "max_dim", "min_dim", "sgd_update"})
+# ...whose gradient reads no tensor (zeros, the cotangent as it is, or a Python number)
+SAVES_NOTHING = frozenset({"floor", "ceil", "round", "round_decimals", "trunc", "frac", "sign", "floor_divide",
+                           "cumsum", "div_scalar"})
 # ...and those that read an input only for another input's gradient
 PRODUCTS = frozenset({"mul", "matmul", "bmm", "linear", "einsum", "cross"})
 
@@ -166,7 +168,15 @@ PRODUCTS = frozenset({"mul", "matmul", "bmm", "linear", "einsum", "cross"})
 def keeps_tensors(node) -> bool:
     """Whether PyTorch's backward of ``node`` keeps any tensor, an index or mask included: a backward
     through it after its graph was freed then raises."""
-    return node.op.saves or node.op.name in INDEXED
+    name = node.op.name
+    if name == "pad":  # ConstantPadNdBackward0 keeps only the sizes; a circular pad's CopySlices runs once
+        return node.attrs[0] != "constant"
+    return name in KEEPS_OTHERS or name in INDEXED or not _saves_nothing(node)
+
+
+def _saves_nothing(node) -> bool:
+    name = node.op.name
+    return not node.op.saves or name in SAVES_NOTHING or name == "lerp" and node.inputs[2].op is CONST  # LerpBackward0
 
 
 def _saves_output(node) -> bool:
@@ -179,10 +189,10 @@ def saves_input(node, position: int) -> bool:
     op = node.op
     if op.name in INDEXED and not node.inputs[position].dtype.is_floating_point:
         return True
-    if not op.saves or op.name in SAVES_RESULT or op.name in SAVES_NOTHING:
+    if op.name == "pad":  # only reflecting and replicating read the input again
+        return node.attrs[0] in ("reflect", "replicate")
+    if _saves_nothing(node) or op.name in SAVES_RESULT or op.name in KEEPS_OTHERS or op.name == "embedding":
         return False
-    if op.name in ("nll_loss", "nll_loss_weighted"):  # the log-probabilities are not read, the labels are
-        return position > 0
     inputs = node.inputs
     if op.name in PRODUCTS:  # linear's bias is no factor: it is never read
         factors = inputs[:2] if op.name == "linear" else inputs

@@ -19,7 +19,7 @@ from symgrad import dtypes, engine, kinds, storage
 from symgrad.formatting import format_tensor
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import inference_active, is_grad_enabled
-from symgrad.nodes import LEAF, Node, combine, grad_fn_of, lazy_leaf, leaf, outlived, scalar
+from symgrad.nodes import LEAF, Node, RefusedHistory, check_history, combine, grad_fn_of, lazy_leaf, leaf, outlived, scalar
 
 
 class Tensor:
@@ -67,6 +67,7 @@ class Tensor:
 
     @property
     def is_leaf(self) -> bool:
+        check_history(self._node)
         return self._node.is_leaf
 
     @property
@@ -133,6 +134,7 @@ class Tensor:
         root = self._node
         if not root.requires_grad:
             raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+        check_history(root)
         if gradient is None and dtypes.Size(root.shape).numel() != 1:
             raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
                                f"(backward() on a tensor of shape {tuple(root.shape)}; pass gradient=)")
@@ -234,10 +236,12 @@ class Tensor:
 
     def __repr__(self):
         node = self._node
-        grad_fn = grad_fn_of(node)
-        return format_tensor(np.asarray(self._value()), node.dtype,
-                             grad_fn=type(grad_fn).__name__ if grad_fn is not None else None,
-                             requires_grad=node.requires_grad)
+        if node.grad_fn_object.__class__ is RefusedHistory:
+            name = "Invalid"  # PyTorch's word for a history it refuses
+        else:
+            grad_fn = grad_fn_of(node)
+            name = type(grad_fn).__name__ if grad_fn is not None else None
+        return format_tensor(np.asarray(self._value()), node.dtype, grad_fn=name, requires_grad=node.requires_grad)
 
     __str__ = __repr__
 
@@ -383,6 +387,9 @@ def record(op, nodes: tuple, attrs: tuple = ()) -> Node:
         if n.requires_grad:
             requires_grad = _grad_state.enabled and dtype.is_floating_point  # integer results carry no gradient
             break
+    if requires_grad:
+        for n in nodes:
+            check_history(n)
     if not requires_grad:
         # Checked only here (a graph that grows step by step makes new kinds), and only for a result
         # without history: one with history is computed, with the pending leaves it holds, by its backward.

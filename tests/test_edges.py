@@ -653,6 +653,22 @@ def test_softplus_with_beta_and_threshold_is_pytorchs_kernel(torch):
     np.testing.assert_array_equal(np.array(results[:3], float), np.array(results[3:], float))
 
 
+@pytest.mark.parametrize("beta, threshold", [(-0.0, 1.0), (0.0, 0.0), (0.0, -1.0)])
+def test_softplus_with_a_zero_beta_at_infinity_is_nan_as_pytorchs(torch, beta, threshold):
+    """Was (slow fuzzer): at beta = 0 SymPy folded ``x * beta`` to 0, so the gradient at x = +-inf was
+    1/2 where PyTorch's kernel computes inf * 0 = NaN."""
+    def run(T):
+        x = T.tensor(np.array([[math.inf, 1.0, -math.inf], [math.nan, 0.0, -2.0]]), requires_grad=True)
+        y = T.nn.functional.softplus(x, beta, threshold)
+        (y * T.tensor(np.arange(1.0, 7.0).reshape(2, 3))).sum().backward()
+        return y.detach().numpy(), x.grad.numpy()
+
+    (value, grad), (value_t, grad_t) = _both(torch, run)
+    assert np.isnan(grad_t[0, 0]) and np.isnan(grad_t[0, 2])
+    _same(value, value_t, rtol=1e-14, atol=0)
+    _same(grad, grad_t, rtol=1e-14, atol=0)
+
+
 def test_addcmul_and_addcdiv_scale_tensor1_first_as_pytorch(torch):
     """Was: value * (t1 * t2) overflowed where PyTorch's (value * t1) * t2 does not (0 * 1e30 * 1e30 gave
     NaN; PyTorch 0; fuzzer finding)."""

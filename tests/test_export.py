@@ -415,3 +415,21 @@ def test_slices_and_cross_entropy_over_a_symbolic_batch(torch):
         np.testing.assert_allclose(value, expected.item(), **TOL)
         np.testing.assert_allclose(gw, tw.grad.numpy(), **TOL)
         np.testing.assert_allclose(gx, tx.grad.numpy(), **TOL)
+
+
+def test_an_exported_module_keeps_a_nan_literal_through_exp(torch):
+    """XLA's float32 exp of a NaN it sees while compiling is garbage (codegen.nan_literals): the
+    module carries ``nan_kept`` for its programs and for the helpers they call, and gives PyTorch's NaN."""
+    def shifted(w, x):
+        z = x @ w + float("nan")
+        return symgrad.exp(z).sum() + symgrad.logsumexp(z, 0).sum()
+
+    x = batch(4)[0]
+    lowered = symgrad.value_and_grad(shifted).lower(W, x)
+    namespace = {}
+    exec(lowered.source, namespace)
+    value, grad = jax.jit(namespace["value_and_grad"])(W, x)
+    w = torch.tensor(W, requires_grad=True)
+    z = torch.tensor(x) @ w + float("nan")
+    (torch.exp(z).sum() + torch.logsumexp(z, 0).sum()).backward()
+    assert np.isnan(float(value)) and np.isnan(np.asarray(grad)).all() and np.isnan(w.grad.numpy()).all()

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 import symgrad
+from op_cases import cases, make_inputs, symgrad_args
+from symgrad.tensor import apply
 
 X4 = np.array([1.0, -2.0, 3.0, 0.5], np.float32)
 M3 = np.arange(9.0, dtype=np.float32).reshape(3, 3)
@@ -252,8 +254,43 @@ def view_made_under_no_grad(T):
     v.mul_(2)
 
 
-REFUSALS = [saved_output_changed, saved_input_changed, saved_index_changed, saved_leaf_changed_under_no_grad, saved_other_is_self,
-            saved_value_changed_through_a_view, view_of_a_leaf, reshaped_leaf, piece_of_unbind, piece_of_split,
+def piece_used_after_its_base_was_written(T):
+    x = T.tensor(X4, requires_grad=True)
+    y = x * 1
+    piece = y.split(2)[0]
+    with T.no_grad():
+        y.mul_(2)
+    (piece * 2).sum().backward()
+
+
+def piece_differentiated_after_another_piece_was_written(T):
+    y = T.tensor(X4, requires_grad=True) * 1
+    first, second = y.unbind(0)[:2]
+    with T.no_grad():
+        second.mul_(2)
+    first.backward()
+
+
+def grad_fn_of_a_piece_whose_base_was_written(T):
+    x = T.tensor(X4, requires_grad=True)
+    piece = x.chunk(2)[1]
+    with T.no_grad():
+        x.add_(1)
+    return piece.grad_fn
+
+
+def is_leaf_of_a_piece_whose_base_was_written(T):
+    x = T.tensor(X4, requires_grad=True)
+    piece = x.unbind(0)[3]
+    with T.no_grad():
+        x.unbind(0)[0].add_(1)
+    return piece.is_leaf
+
+
+REFUSALS = [piece_used_after_its_base_was_written, piece_differentiated_after_another_piece_was_written,
+            grad_fn_of_a_piece_whose_base_was_written, is_leaf_of_a_piece_whose_base_was_written,
+            saved_output_changed, saved_input_changed, saved_index_changed, saved_leaf_changed_under_no_grad,
+            saved_other_is_self, saved_value_changed_through_a_view, view_of_a_leaf, reshaped_leaf, piece_of_unbind, piece_of_split,
             overlapping_expand, view_made_under_no_grad]
 
 
@@ -264,6 +301,20 @@ def test_refusals_are_pytorchs(scenario, torch, both_paths):
     with pytest.raises(type(theirs.value)) as ours:
         scenario(symgrad)
     assert str(ours.value).startswith(str(theirs.value).split(". ")[0].split(" [")[0]), (str(ours.value), str(theirs.value))
+
+
+def test_a_piece_whose_base_was_written_keeps_its_values_without_grad(torch):
+    """Was: a piece of split made again after its base was written kept a history PyTorch refuses;
+    its values, printing ("grad_fn=<Invalid>") and use under no_grad stay, as in PyTorch."""
+    def run(T):
+        x = T.tensor(X4, requires_grad=True)
+        piece = x.split(3)[0]
+        with T.no_grad():
+            x.mul_(2)
+            doubled = piece * 2
+        return repr(piece).replace("torch.", ""), doubled.tolist(), piece.requires_grad
+
+    assert run(symgrad) == run(torch)
 
 
 def test_a_refused_write_changes_nothing():
@@ -325,3 +376,53 @@ def test_overlapping_inputs_of_in_place_ops(name, torch):
         except RuntimeError as error:
             outcomes.append((str(error), x.tolist()))
     assert outcomes[0] == outcomes[1]
+
+
+# -------------------------------------------------- what each op's backward keeps, generically
+
+def _first_examples():
+    seen = set()
+    for case_id, op, example in cases():
+        if op.name not in seen and not example.up_to_sign:
+            seen.add(op.name)
+            yield pytest.param(op, example, id=case_id)
+
+
+def _kept(T, op, example, values, write_first: bool):
+    """Whether the op's backward refuses after its float inputs were written under no_grad (one
+    backward), or refuses to run a second time: what PyTorch's saved tensors decide."""
+    if T is symgrad:
+        args = symgrad_args(values, dtype=symgrad.float32)
+        out = apply(op, *args, attrs=example.attrs)
+    else:
+        args = [v if np.isscalar(v) else T.tensor(v, requires_grad=v.dtype.kind == "f") for v in values]
+        out = op.torch_fn(T, *args, *[getattr(T, a.name) if isinstance(a, symgrad.dtype) else a for a in example.attrs])
+    if not out.requires_grad:
+        return None
+    if write_first:
+        with T.no_grad():
+            for a in args:
+                if not np.isscalar(a) and a.requires_grad:
+                    a.mul_(1)
+    cotangent = T.ones(tuple(out.shape), dtype=out.dtype)
+    refused = []
+    for _ in range(1 if write_first else 2):
+        try:
+            out.backward(cotangent)
+            refused.append(False)
+        except RuntimeError:
+            refused.append(True)
+    return refused
+
+
+@pytest.mark.parametrize("op, example", list(_first_examples()))
+def test_what_each_ops_backward_keeps_is_pytorchs(op, example, torch):
+    """Was (slow fuzzer): a constant ``pad`` kept its input, so writing the input afterwards was refused
+    (PyTorch's ConstantPadNdBackward0 keeps only sizes).  Each op, written after its call and
+    differentiated twice, refuses exactly where PyTorch does (storage.saves_input, keeps_tensors)."""
+    values = make_inputs(op, example, np.random.default_rng(len(op.name)))
+    values = [v.astype(np.float32) if not np.isscalar(v) and v.dtype.kind == "f" else v for v in values]
+    for write_first in (True, False):
+        theirs = _kept(torch, op, example, values, write_first)
+        ours = _kept(symgrad, op, example, values, write_first)
+        assert ours == theirs, ("written first" if write_first else "twice", ours, theirs)

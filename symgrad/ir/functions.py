@@ -143,7 +143,7 @@ class softplus_kernel(_RealFunction):
 
     def fdiff(self, argindex=1):
         x, beta = self.args
-        grown = sp.exp(x * beta)
+        grown = sp.exp(ieee.mul(x, beta))  # beta = 0 times an infinite x is NaN, as in PyTorch's kernel
         slope = grown / (grown + 1)
         return slope if argindex == 1 else (x * slope - self) / beta
 

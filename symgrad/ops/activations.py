@@ -13,6 +13,7 @@ import sympy as sp
 from sympy.codegen.cfunctions import expm1
 
 from symgrad import dtypes, ir
+from symgrad.ir import ieee
 from symgrad.inplace import apply_inplace
 from symgrad.ops.elementwise import DIV, SOFTPLUS, SUB, elementwise, refuse_bool, refuse_kernel
 from symgrad.ops.registry import Example, Names
@@ -69,7 +70,7 @@ HARDTANH = elementwise("hardtanh", "HardtanhBackward0", ir.hardtanh, reference=l
                                  Example(((7,), (), ()), scalars={1: 0.0, 2: 0.5})))
 SOFTPLUS_SCALED = elementwise(
     "softplus_scaled", "SoftplusBackward0",
-    lambda a, beta, threshold: ir.select(ir.greater(a * beta, threshold), a, ir.softplus_kernel(a, beta)),
+    lambda a, beta, threshold: ir.select(ir.greater(ieee.mul(a, beta), threshold), a, ir.softplus_kernel(a, beta)),
     float_result=True, reference=lambda a, beta, t: jnp.where(a * beta > t, a, jnp.log1p(jnp.exp(a * beta)) / beta),
     torch_fn=lambda t, a, beta, threshold: t.nn.functional.softplus(a, beta, threshold),
     examples=(Example(((3, 4), (), ()), scalars={1: 2.0, 2: 1.0}), Example(((7,), (), ()), scalars={1: 0.5, 2: 20.0})),

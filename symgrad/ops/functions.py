@@ -27,6 +27,9 @@ TAN = elementwise("tan", "TanBackward0", sp.tan, float_result=True, reference=jn
 RSQRT = elementwise("rsqrt", "RsqrtBackward0", lambda a: 1 / sp.sqrt(a), float_result=True,
                     reference=lambda a: 1 / jnp.sqrt(a), torch_fn=lambda t, a: t.rsqrt(a), domain=POSITIVE,
                     names=public_names("rsqrt"))
+RECIPROCAL = elementwise("reciprocal", "ReciprocalBackward0", lambda a: 1 / a, float_result=True,
+                         reference=lambda a: 1 / a, torch_fn=lambda t, a: t.reciprocal(a), domain=POSITIVE,
+                         names=public_names("reciprocal"))
 LOG1P = elementwise("log1p", "Log1PBackward0", log1p, float_result=True, reference=jnp.log1p,
                     torch_fn=lambda t, a: t.log1p(a), domain=POSITIVE, names=public_names("log1p"))
 EXPM1 = elementwise("expm1", "Expm1Backward0", expm1, float_result=True, reference=jnp.expm1,
