@@ -478,7 +478,7 @@ def w5_loop(iterations: int = 1000, lr: float = 0.1, optimizer: bool = False):
 
             finals[label] = pytensor_run()
             turns.whole(label, pytensor_run)
-    codegen.deferred.finish_compiles()  # symgrad's fused chains, compiled while the warm-up ran
+    codegen.finish_compiles()  # symgrad's fused chains and donating programs, compiled while the warm-up ran
     rows = turns.measure(scale=1 / iterations)
     _agree("W5 final parameters", {k: (v,) for k, v in finals.items()})
     return rows
@@ -554,7 +554,7 @@ def w6_mlp(steps: int = 20, lr: float = 1e-3):
 
         finals["torch eager"] = torch_run()
         _torch_turns(turns, torch, torch_run, whole=True)
-    codegen.deferred.finish_compiles()
+    codegen.finish_compiles()
     rows = turns.measure(scale=1 / steps)
     # Adam divides by sqrt(v): where a gradient is a rounding error, its step is still about lr
     _agree("W6 final first-layer weights", {k: (v,) for k, v in finals.items()}, dict(rtol=2e-4, atol=steps * lr / 4))

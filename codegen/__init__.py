@@ -2,10 +2,20 @@
 
 Modules: ``printer`` (one expression -> JAX text), ``emit`` (a Program -> Python source),
 ``compile`` (source -> jitted function, and the cache keyed by structure), ``deferred`` (calls of
-small hot programs, run many at a time as one XLA call), ``speed`` (the switch that turns deferral,
-rerolling and replay off).
+small hot programs, run many at a time as one XLA call), ``donated`` (a program writing its results
+into inputs its caller gives up), ``speed`` (the switch that turns deferral, rerolling, replay and
+donation off).
 """
-from codegen import deferred, speed
+from codegen import deferred, donated, speed
 from codegen.compile import CompiledProgram, ProgramCache, cache, compile_program, stats
 
-__all__ = ["CompiledProgram", "ProgramCache", "cache", "compile_program", "deferred", "speed", "stats"]
+
+def finish_compiles() -> None:
+    """Wait for the programs compiled in threads of their own (fused chains, donating variants):
+    tests and benchmarks, after warming up, measure the steady state."""
+    deferred.finish_compiles()
+    donated.finish_compiles()
+
+
+__all__ = ["CompiledProgram", "ProgramCache", "cache", "compile_program", "deferred", "donated", "finish_compiles",
+           "speed", "stats"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import jax
 
-from codegen import deferred, speed
+from codegen import deferred, donated, speed
 from codegen.emit import emit
 from symgrad.ir import Program
 
@@ -37,6 +37,7 @@ class CompiledProgram:
         shapes = [self.program.shapes[s] for s in self.program.inputs] + [o[1] for o in self.program.outputs]
         self.small = sum(math.prod(shape) for shape in shapes) <= deferred.MAX_ELEMENTS
         self.calls, self.wait = 0, deferred.HOT_AFTER  # kept by deferred.call: hot programs are deferred
+        self.variants = None  # codegen.donated, made when a caller first gives up inputs
 
     def _first_run(self, *arrays):
         """The first call compiles with XLA (timed into ``stats``)."""
@@ -49,6 +50,13 @@ class CompiledProgram:
 
     def __call__(self, *arrays):
         return self.run(*arrays)
+
+    def run_donating(self, positions: tuple, arrays):
+        """The results on ``arrays``, writing them into the inputs at ``positions`` where XLA
+        can (the caller gives those up); None when no such variant is ready (codegen.donated)."""
+        if self.variants is None:
+            self.variants = donated.Variants(self.python_fn, self.program)
+        return self.variants.call(positions, arrays)
 
 
 @dataclass

@@ -3,8 +3,9 @@
 symgrad computes the same numbers on two paths.  The plain path compiles one program per graph
 structure and calls it.  The fast path adds what only saves time: deferred calls (codegen.deferred:
 hot small programs run many at a time as one XLA call), rerolled loops (codegen.reroll: repeated
-steps printed once, as a ``lax.scan``) and replayed backwards (symgrad.replay: a structure seen
-before found from its root's kind, without walking the graph).
+steps printed once, as a ``lax.scan``), replayed backwards (symgrad.replay: a structure seen
+before found from its root's kind, without walking the graph) and, for a replayed backward on big
+arrays, the old state given to XLA to write the new one into (symgrad.donation, codegen.donated).
 
 ``SYMGRAD_PLAIN=1`` in the environment, or ``symgrad.plain_path()`` around some code, turns the
 fast path off, so that a wrong number can be told to come from a feature or from the speed layer.

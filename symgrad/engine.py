@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import codegen.compile as programs  # module imports: importing codegen may be what imports symgrad
 import codegen.emit as emitter
 from codegen import deferred, nan_literals, speed, stable
-from symgrad import hooks, replay
+from symgrad import donation, hooks, replay
 from symgrad.nodes import CONST, is_zero_fill, leaf, owners_of, program_ran
 from symgrad.storage import keeps_tensors
 from symgrad.tracing import BackwardPlan, Trace, Walk, forward_program, gradient_path, is_float_scalar
@@ -58,6 +58,9 @@ class _FloatsBound:
 
     def run(self, *inputs):
         return self.compiled.run(*inputs, *self.values)
+
+    def run_donating(self, positions: tuple, inputs):
+        return self.compiled.run_donating(positions, [*inputs, *self.values])
 
 
 _float_values: dict = {}  # structure with its floats erased -> the sets of values seen
@@ -261,7 +264,7 @@ def _backward(root, seed, retain_graph, inputs) -> None:
     request = replay.request(root, targets) if seed is None and speed.fast else None
     found = programs.cache.find(request.key) if request is not None else None
     if found is not None:  # a structure seen before: no walk
-        outputs = found.run(request)
+        outputs = _replayed(found, root, request, path, targets)
         pending = [request.pending[i] for i in found.pending]
         owners, owned = request.owners, request.owned
         ran = found.compiled, [request.sources[i] for i in found.inputs]
@@ -288,6 +291,14 @@ def _backward(root, seed, retain_graph, inputs) -> None:
         for node in path:
             node.freed = True
     return (*ran, pending, owners, owned) if seed is None and not retain_graph else None
+
+
+def _replayed(found, root, request, path, targets):
+    """The outputs of the program ``found`` by the root's description, run on its sources; a big
+    one gives up those nothing can read afterwards (symgrad.donation)."""
+    dead = () if found.compiled.small else donation.dead_sources(
+        root, request.pending, request.sources, (path, targets, request.sources, request.pending, request.owned))
+    return found.run(request, dead)
 
 
 def _check_nan(nodes, gradients) -> None:

@@ -35,9 +35,9 @@ def replays(monkeypatch):
     counter = Counter()
     original = replay.Replay.run
 
-    def run(self, request):
+    def run(self, request, dead=()):
         counter.count += 1
-        return original(self, request)
+        return original(self, request, dead)
 
     monkeypatch.setattr(replay.Replay, "run", run)
     return counter
