@@ -26,7 +26,7 @@ from symgrad.ir import ieee
 from symgrad.ir.indexing import flip, take
 from symgrad.ir.linalg import Pad, emit
 from symgrad.ops.dims import dim_index
-from symgrad.ops.elementwise import LOGSIGMOID, MINIMUM, elementwise, where
+from symgrad.ops.elementwise import LOGSIGMOID, MINIMUM, elementwise, refuse_kernel, where
 from symgrad.ops.linalg import einsum
 from symgrad.ops.reductions import VECTOR_NORM, vector_norm
 from symgrad.ops.registry import Example, Names, Op, register
@@ -558,6 +558,7 @@ def _reduce_frames(p, node, per_frame, frames):
 def _infer_multi_margin(nodes, reduction, power, margin):
     x, target, *weight = nodes
     _check_frames(x.shape)
+    refuse_kernel("multi_margin_loss_cpu_kernel", dtypes.BOOLEAN, dtypes.INTEGER)(nodes)
     frames, classes = _frames(x.shape)
     _check_long(target)
     if len(target.shape) > 1 or int(np.prod(target.shape)) != frames:
@@ -612,6 +613,7 @@ MULTI_MARGIN = register(Op(
 def _infer_multilabel_margin(nodes, reduction):
     x, target = nodes
     _check_frames(x.shape)
+    refuse_kernel("multilabel_margin_loss_forward_out_frame", dtypes.BOOLEAN, dtypes.INTEGER)(nodes)
     _check_long(target)
     if target.shape != x.shape:
         raise ValueError(f"inconsistent target size: {list(target.shape)} for input of size: {list(x.shape)}")
@@ -620,7 +622,8 @@ def _infer_multilabel_margin(nodes, reduction):
 
 def _multilabel_margin(p, node, x, target):
     """Per frame, the sum over each listed target j (the labels before the first -1, a repeated one
-    counted again) and each class i not listed of max(0, 1 - x[j] + x[i]), over C."""
+    counted again) and each class i not listed of max(0, 1 - x[j] + x[i]), over C: every pair of
+    classes is laid out, C**2 values a frame (the kernel's time, not its memory)."""
     frames, classes = _frames(node.inputs[0].shape)
     shape, dtype = (frames, classes), node.dtype.name
     x, target = p.reshape(x, shape), p.reshape(target, shape)
@@ -632,7 +635,8 @@ def _multilabel_margin(p, node, x, target):
     times = p.reshape(counts, (frames, classes, 1))
     z = p.assign(ieee.unevaluated(lambda a, b: 1 - a + b, p.reshape(x, (frames, classes, 1)),
                                   p.reshape(x, (frames, 1, classes))), pair, dtype, "margin")
-    counted = ir.select(ir.greater(times, 0) * ir.equal(p.reshape(counts, (frames, 1, classes)), 0) * ir.greater(z, 0),
+    others = p.reshape(counts, (frames, 1, classes))
+    counted = ir.select(ir.greater(times, 0) * ir.equal(others, 0) * ir.greater(z, 0),
                         ieee.unevaluated(lambda z, n: z * n, z, times), 0)
     per_frame = p.reduce_sum(p.assign(counted, pair, dtype, "hinge"), (1, 2), False)
     return _reduce_frames(p, node, p.assign(per_frame / classes, (frames,), dtype, "per_frame"), frames)
