@@ -4,10 +4,12 @@ from other ops, composed the same way (so its grad_fn is PyTorch's).
 
 The losses are numerically stable by construction: they are written through ``softplus``
 and ``logsumexp``, which lower to stable JAX forms and whose derivatives (``sigmoid``,
-``softmax``) are defined everywhere, including at a logit of exactly 0.
+``softmax``) are defined everywhere, including at a logit of exactly 0.  The exception is
+``soft_margin_loss``, whose form is PyTorch's kernel's and overflows where PyTorch's does.
 """
 from __future__ import annotations
 
+import math
 import warnings
 import weakref
 
@@ -15,18 +17,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
+from sympy.codegen.cfunctions import log1p
 
 from symgrad import dtypes, engine, ir
-from symgrad.creation import zeros_like
-from symgrad.grad_mode import is_grad_enabled
+from symgrad.creation import ones_like, zeros_like
+from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad.ir import ieee
 from symgrad.ir.indexing import flip, take
 from symgrad.ir.linalg import Pad, emit
 from symgrad.ops.dims import dim_index
-from symgrad.ops.elementwise import MINIMUM, elementwise, where
+from symgrad.ops.elementwise import LOGSIGMOID, MINIMUM, elementwise, refuse_kernel, where
 from symgrad.ops.linalg import einsum
+from symgrad.ops.reductions import VECTOR_NORM, vector_norm
 from symgrad.ops.registry import Example, Names, Op, register
-from symgrad.tensor import apply
+from symgrad.tensor import Tensor, apply
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -42,7 +46,8 @@ def _reduce(p, node, elementwise, hint):
     total = p.reduce_sum(per_element, axes, False, shape=full_shape)
     if reduction == "sum":
         return total
-    return p.assign(total / max(int(np.prod(full_shape)), 1), (), node.dtype.name, hint + "_mean")
+    count = int(np.prod(full_shape))  # the mean of no elements is NaN, as PyTorch's
+    return p.assign(total / count if count else sp.nan, (), node.dtype.name, hint + "_mean")
 
 
 def _infer_pair(nodes, reduction, *parameters):
@@ -505,6 +510,198 @@ def _check_labels(target, classes, ignore_index):
 _checked_last = [None, lambda: None]  # (id, classes, ignore_index) of the labels checked last, a weak reference
 
 
+# ------------------------------------------------------------ margin losses PyTorch writes as kernels
+
+
+def _infer_soft_margin(nodes, reduction):
+    """The loss takes the input's shape and dtype; a target may broadcast to the input, not beyond."""
+    x, t = nodes
+    shape = ir.broadcast_shapes(x.shape, t.shape)
+    if shape != x.shape:
+        raise ValueError(f"output with shape {list(x.shape)} doesn't match the broadcast shape {list(shape)}")
+    return (x.shape if reduction == "none" else ()), x.dtype
+
+
+SOFT_MARGIN = register(Op(
+    "soft_margin_loss", "SoftMarginLossBackward0", _infer_soft_margin,
+    # log1p(exp(-x t)) as PyTorch's kernel writes it: inf (and a NaN gradient) once exp overflows
+    lambda p, node, x, t: _reduce(p, node, ieee.unevaluated(lambda x, t: log1p(sp.exp(-x * t)), x, t),
+                                  "soft_margin")))
+
+
+def _frames(shape) -> tuple:
+    """(frames, classes) of a multi-class margin loss's input: (N, C); a (C,) or 0-d input is one frame."""
+    return tuple(shape) if len(shape) == 2 else (1, shape[0] if shape else 1)
+
+
+def _check_frames(shape):
+    if not (len(shape) == 2 and shape[1] or len(shape) == 1 and shape[0] or not shape):
+        raise ValueError(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: {list(shape)}")
+
+
+def _check_long(target):
+    if target.dtype is not dtypes.int64:
+        raise ValueError(f"expected scalar type Long but found {dtypes.torch_name(target.dtype)}")
+
+
+def _reduce_frames(p, node, per_frame, frames):
+    """A margin loss's reduction of its per-frame losses (``none`` in the target's layout)."""
+    reduction, dtype = node.attrs[0], node.dtype.name
+    if reduction == "none":
+        return p.reshape(per_frame, node.shape)
+    total = p.reduce_sum(per_frame, (0,), False)
+    if reduction == "sum":
+        return total
+    return p.assign(total / max(frames, 1), (), dtype, "margin_mean")
+
+
+def _infer_multi_margin(nodes, reduction, power, margin):
+    x, target, *weight = nodes
+    _check_frames(x.shape)
+    refuse_kernel("multi_margin_loss_cpu_kernel", dtypes.BOOLEAN, dtypes.INTEGER)(nodes)
+    frames, classes = _frames(x.shape)
+    _check_long(target)
+    if len(target.shape) > 1 or int(np.prod(target.shape)) != frames:
+        raise ValueError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+                         f"samples (batch size). Expected target size [{frames}], but got {list(target.shape)}. "
+                         f"Input has shape {list(x.shape)}.")
+    if weight and int(np.prod(weight[0].shape)) != classes:
+        raise ValueError(f"inconsistent weight size, expected {classes} but got {list(weight[0].shape)}")
+    if weight and weight[0].dtype is not x.dtype:
+        raise ValueError(f"expected scalar type {dtypes.torch_name(x.dtype)} but found "
+                         f"{dtypes.torch_name(weight[0].dtype)}")
+    return (target.shape if reduction == "none" else ()), x.dtype
+
+
+def _multi_margin(p, node, x, target, *weight):
+    """Per frame, the sum over the other classes i of max(0, margin - x[y] + x[i])**p (times
+    weight[y]) over C.  A NaN never passes ``> 0``: PyTorch's kernel leaves it out of the loss."""
+    reduction, power, margin = node.attrs
+    frames, classes = _frames(node.inputs[0].shape)
+    shape, dtype = (frames, classes), node.dtype.name
+    x = p.reshape(x, shape)
+    picked = p.one_hot(p.reshape(target, (frames,)), classes, dtype)
+    chosen = p.reduce_sum(p.assign(ir.select(picked, x, 0), shape, dtype, "target_score"), (1,), True)
+    z = p.assign(ieee.unevaluated(lambda c, x: margin - c + x, chosen, x), shape, dtype, "margin")
+    hinge = z if power == 1 else ieee.unevaluated(lambda z: z * z, z)
+    if weight:
+        scale = p.reduce_sum(p.assign(ir.select(picked, weight[0], 0), shape, dtype, "class_weight"), (1,), True)
+        hinge = ieee.unevaluated(lambda h, w: h * w, hinge, scale)
+    counted = p.assign(ir.select(ir.greater(z, 0) * ir.equal(picked, 0), hinge, 0), shape, dtype, "hinge")
+    per_frame = p.assign(p.reduce_sum(counted, (1,), False) / classes, (frames,), dtype, "per_frame")
+    return _reduce_frames(p, node, per_frame, frames)
+
+
+def _reference_multi_margin(x, t, reduction, power, margin):
+    frames, classes = _frames(x.shape)
+    x, t = x.reshape(frames, classes), t.reshape(frames, 1)
+    z = margin - jnp.take_along_axis(x, t, 1) + x
+    per_frame = jnp.where((z > 0) & (jnp.arange(classes) != t), z ** power, 0).sum(1) / classes
+    return {"none": per_frame, "sum": per_frame.sum(), "mean": per_frame.mean()}[reduction]
+
+
+MULTI_MARGIN = register(Op(
+    "multi_margin_loss", "MultiMarginLossBackward0", _infer_multi_margin, _multi_margin,
+    reference=_reference_multi_margin,
+    torch_fn=lambda torch, x, t, reduction, power, margin: torch.nn.functional.multi_margin_loss(
+        x, t, p=power, margin=margin, reduction=reduction),
+    examples=(Example(((4, 5), (4,)), ("mean", 1, 1.0)), Example(((4, 5), (4,)), ("sum", 2, 0.5)),
+              Example(((3, 5), (3,)), ("none", 1, 1.5))),
+    domain=("real", "label")))
+
+
+def _infer_multilabel_margin(nodes, reduction):
+    x, target = nodes
+    _check_frames(x.shape)
+    refuse_kernel("multilabel_margin_loss_forward_out_frame", dtypes.BOOLEAN, dtypes.INTEGER)(nodes)
+    _check_long(target)
+    if target.shape != x.shape:
+        raise ValueError(f"inconsistent target size: {list(target.shape)} for input of size: {list(x.shape)}")
+    return (x.shape[:1] if reduction == "none" and len(x.shape) == 2 else ()), x.dtype
+
+
+def _multilabel_margin(p, node, x, target):
+    """Per frame, the sum over each listed target j (the labels before the first -1, a repeated one
+    counted again) and each class i not listed of max(0, 1 - x[j] + x[i]), over C: every pair of
+    classes is laid out, C**2 values a frame (the kernel's time, not its memory)."""
+    frames, classes = _frames(node.inputs[0].shape)
+    shape, dtype = (frames, classes), node.dtype.name
+    x, target = p.reshape(x, shape), p.reshape(target, shape)
+    ended = p.cumulative(p.assign(ir.less(target, 0), shape, dtype, "terminator"), 1)
+    listed = p.reshape(p.assign(ir.equal(ended, 0), shape, dtype, "listed"), (*shape, 1))
+    labels = p.one_hot(target, classes, dtype)  # (frame, position, class); a -1 has no class
+    counts = p.reduce_sum(p.assign(labels * listed, (*shape, classes), dtype, "listed_label"), (1,), False)
+    pair = (frames, classes, classes)  # (frame, target j, other i)
+    times = p.reshape(counts, (frames, classes, 1))
+    z = p.assign(ieee.unevaluated(lambda a, b: 1 - a + b, p.reshape(x, (frames, classes, 1)),
+                                  p.reshape(x, (frames, 1, classes))), pair, dtype, "margin")
+    others = p.reshape(counts, (frames, 1, classes))
+    counted = ir.select(ir.greater(times, 0) * ir.equal(others, 0) * ir.greater(z, 0),
+                        ieee.unevaluated(lambda z, n: z * n, z, times), 0)
+    per_frame = p.reduce_sum(p.assign(counted, pair, dtype, "hinge"), (1, 2), False)
+    return _reduce_frames(p, node, p.assign(per_frame / classes, (frames,), dtype, "per_frame"), frames)
+
+
+def _reference_multilabel_margin(x, t, reduction):
+    frames, classes = _frames(x.shape)
+    x, t = x.reshape(frames, classes), t.reshape(frames, classes)
+    listed = jnp.cumsum(t < 0, axis=1) == 0
+    counts = (jax.nn.one_hot(t, classes) * listed[..., None]).sum(1)
+    z = 1 - x[:, :, None] + x[:, None, :]
+    counted = (counts[:, :, None] > 0) & (counts[:, None, :] == 0) & (z > 0)
+    per_frame = jnp.where(counted, z * counts[:, :, None], 0).sum((1, 2)) / classes
+    return {"none": per_frame, "sum": per_frame.sum(), "mean": per_frame.mean()}[reduction]
+
+
+MULTILABEL_MARGIN = register(Op(
+    "multilabel_margin_loss", "MultilabelMarginLossBackward0", _infer_multilabel_margin,
+    _multilabel_margin, reference=_reference_multilabel_margin,
+    torch_fn=lambda torch, x, t, reduction: torch.nn.functional.multilabel_margin_loss(x, t, reduction=reduction),
+    examples=(Example(((3, 5), (3, 5)), ("mean",)), Example(((2, 5), (2, 5)), ("none",)),
+              Example(((5,), (5,)), ("sum",))),
+    domain=("real", "label")))
+
+
+def _check_targets(target, low, high, message):
+    """Targets outside [low, high) raise PyTorch's RuntimeError; computed now when they are an op's
+    result (not inside a JAX trace, where a compiled program has no way to raise)."""
+    values = engine.concrete_array(target._node)
+    values = None if values is None else np.asarray(values)
+    if values is not None and values.size and ((values < low) | (values >= high)).any():
+        raise RuntimeError(message)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _reduction(legacy_reduction(size_average, reduce, reduction))
+    _not_differentiable("soft_margin_loss", target=target)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"result type Float can't be cast to the desired output type "
+                           f"{dtypes.torch_name(input.dtype)}")
+    return apply(SOFT_MARGIN, input, target if target.dtype is input.dtype else target.to(input.dtype),
+                 attrs=(reduction,))
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                      reduction="mean"):
+    reduction = _reduction(legacy_reduction(size_average, reduce, reduction))
+    if p != 1 and p != 2:
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and weight.ndim != 1:
+        raise ValueError("weight must be one-dimensional")
+    _not_differentiable("multi_margin_loss", weight=weight)
+    loss = apply(MULTI_MARGIN, input, target, *(() if weight is None else (weight,)),
+                 attrs=(reduction, int(p), float(margin)))
+    _check_targets(target, 0, _frames(input.shape)[1], "target out of range")
+    return loss
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _reduction(legacy_reduction(size_average, reduce, reduction))
+    loss = apply(MULTILABEL_MARGIN, input, target, attrs=(reduction,))
+    _check_targets(target, -1, _frames(input.shape)[1], "argument #2 'target' is out of range")
+    return loss
+
+
 # ------------------------------------------------------------------------ embeddings, padding
 
 
@@ -854,8 +1051,16 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
     return _reduced(loss, reduction)
 
 
+# at::norm over dims, which pairwise_distance calls (Tensor.norm is linalg.vector_norm): the same
+# values and gradients under PyTorch's other grad_fn name
+DIM_NORM = register(Op("norm_dim", "NormBackward1", VECTOR_NORM.infer, VECTOR_NORM.build))
+
+
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
-    return (x1 - x2 + eps).norm(p, -1, keepdim=keepdim)
+    """The p-norm of x1 - x2 + eps over the last axis."""
+    difference = x1 - x2 + eps
+    return apply(DIM_NORM, difference, attrs=(int(p) if float(p).is_integer() else float(p),
+                                              (difference.ndim - 1,) if difference.ndim else (), bool(keepdim)))
 
 
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
@@ -868,3 +1073,102 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     if swap:
         negative_distance = apply(MINIMUM, negative_distance, pairwise_distance(positive, negative, p, eps))
     return _reduced(_clamp_min(margin + positive_distance - negative_distance, 0), reduction)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
+                                      reduction="mean"):
+    """max(margin + d(a, p) - d(a, n), 0) for any distance d (``pairwise_distance`` by default)."""
+    _reduction(reduction)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and negative "
+                           f"{negative.ndim}D inputs")
+    distance = pairwise_distance if distance_function is None else distance_function
+    positive_distance, negative_distance = distance(anchor, positive), distance(anchor, negative)
+    if swap:
+        negative_distance = apply(MINIMUM, negative_distance, distance(positive, negative))
+    return _reduced(_clamp_min(margin + positive_distance - negative_distance, 0), reduction)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    """max(margin - x, 0) where target is not 1, plus x where it is not -1, as PyTorch composes it
+    (a target that is neither takes both)."""
+    reduction = _reduction(legacy_reduction(size_average, reduce, reduction))
+    zeros = zeros_like(input)
+    loss = where(target != 1, _clamp_min(margin - input, 0), zeros) + where(target != -1, input, zeros)
+    return _reduced(loss, reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """The mean over classes of -(t log sigmoid(x) + (1 - t) log sigmoid(-x)), as PyTorch composes it
+    (it checks the reduction only at the end)."""
+    if size_average is not None or reduce is not None:
+        reduction = legacy_reduction(size_average, reduce, reduction)
+    if not input.ndim:
+        raise IndexError("Dimension specified as -1 but tensor has no dimensions")
+    loss = -(target * apply(LOGSIGMOID, input) + (1 - target) * apply(LOGSIGMOID, -input))
+    if weight is not None:
+        loss = loss * weight
+    class_dim = input.ndim - 1
+    loss = loss.sum(class_dim) / input.shape[class_dim]
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{reduction} is not valid")
+    return _reduced(loss, reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """0.5 (log var + (input - target)**2 / var), composed as PyTorch composes it: var is clamped
+    to eps in place under no_grad, so its gradient is taken at the clamped value, never masked."""
+    var = _gaussian_variance(input, var)
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{reduction} is not valid")
+    var = var.clone()
+    with no_grad():
+        var.clamp_(min=eps)
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss += 0.5 * math.log(2 * math.pi)
+    return _reduced(loss, reduction)
+
+
+def _gaussian_variance(input, var):
+    """PyTorch's checks of var (no negative entry; one per input entry, or one per row, or broadcast
+    along a single axis), var laid out to broadcast."""
+    if isinstance(var, float):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        return var * ones_like(input)
+    if not isinstance(var, Tensor):
+        raise TypeError(f"any() received an invalid combination of arguments - got ({type(var < 0).__name__})")
+    values = engine.concrete_array(var._node)
+    if values is not None and (np.asarray(values) < 0).any():
+        raise ValueError("var has negative entry/entries")
+    if var.shape == input.shape:
+        return var
+    if input.shape[:-1] == var.shape:
+        return var.unsqueeze(-1)
+    if input.ndim == var.ndim and sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1:
+        return var
+    raise ValueError("var is of incorrect size")
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """<x1 / max(|x1|, eps), x2 / max(|x2|, eps)> along ``dim``, as PyTorch 2 composes it: each norm
+    is clamped on its own, in place under no_grad, so the gradient flows as if it were not."""
+    common = dtypes.promote([(x1.dtype, 2), (x2.dtype, 2)])
+    if not common.is_floating_point:
+        raise RuntimeError(f"expected common dtype to be floating point, yet common dtype is "
+                           f"{dtypes.torch_name(common)}")
+    x1, x2 = (x if x.dtype.is_floating_point else x.to(common) for x in (x1, x2))
+    try:
+        shape = ir.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    except ValueError as error:
+        raise RuntimeError(str(error)) from None
+    x1, x2 = (x if tuple(x.shape) == shape else x.expand(shape) for x in (x1, x2))
+    norms = [vector_norm(x, 2, dim, True).clone() for x in (x1, x2)]
+    with no_grad():
+        for norm in norms:
+            norm.clamp_(min=eps)
+    return ((x1 / norms[0]) * (x2 / norms[1])).sum(dim)
