@@ -26,6 +26,16 @@ def _empty(*shape, dtype=None, device=None) -> Parameter:
     return Parameter(Tensor(lazy_leaf(constant(0.0, shape, dtype or dtypes.get_default_dtype()))))
 
 
+def _weight_and_bias(module, weight_shape: tuple, bias: bool, dtype, device) -> None:
+    """``module.weight`` of ``weight_shape`` and a ``bias`` of its first size (or ``bias``
+    registered as None), as PyTorch's layers make them before ``reset_parameters`` fills them."""
+    module.weight = _empty(*weight_shape, dtype=dtype, device=device)
+    if bias:
+        module.bias = _empty(weight_shape[0], dtype=dtype, device=device)
+    else:
+        module.register_parameter("bias", None)
+
+
 class Identity(Module):
     def __init__(self, *args, **kwargs):
         super().__init__()
@@ -40,11 +50,7 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.weight = _empty(out_features, in_features, dtype=dtype, device=device)
-        if bias:
-            self.bias = _empty(out_features, dtype=dtype, device=device)
-        else:
-            self.register_parameter("bias", None)
+        _weight_and_bias(self, (out_features, in_features), bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -69,11 +75,7 @@ class Bilinear(Module):
                  dtype=None):
         super().__init__()
         self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
-        self.weight = _empty(out_features, in1_features, in2_features, dtype=dtype, device=device)
-        if bias:
-            self.bias = _empty(out_features, dtype=dtype, device=device)
-        else:
-            self.register_parameter("bias", None)
+        _weight_and_bias(self, (out_features, in1_features, in2_features), bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
