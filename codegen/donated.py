@@ -85,8 +85,7 @@ class Variants:
 
     def _compile(self, positions, zeros):
         """The jitted variant, called once on zeros of the arrays' types: that compiles it into
-        jit's own cache, whose calls dispatch as fast as the program's (an ahead-of-time compiled
-        object's calls cost 0.4 ms more here)."""
+        jit's own cache (a later call on other types compiles again instead of failing)."""
         variant = jax.jit(self.python_fn, donate_argnums=positions)
         try:
             jax.block_until_ready(variant(*zeros))
