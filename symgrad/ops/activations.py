@@ -39,12 +39,13 @@ def _leaky(a, slope):
     return ir.select(ir.greater(a, 0), a, a * slope)
 
 
-def _shrunk(a, lambd, above, below):
-    """``above`` where x > lambd, ``below`` where x < -lambd, +0.0 between, and x with no gradient
-    where no comparison holds (NaN).  PyTorch's vectorized kernels, which compute all but a tensor's
-    last few elements (its scalar tail gives -0.0 between and passes the gradient at NaN: docs/api.md)."""
-    between = ir.select(ir.greater_equal(a, -lambd) * ir.less_equal(a, lambd), 0, ir.rerouted(a, 0))
-    return ir.select(ir.greater(a, lambd), above, ir.select(ir.less(a, -lambd), below, between))
+def _shrunk(a, lambd, between, above, below):
+    """``between`` where -lambd <= x <= lambd (no gradient), else ``above`` where x > lambd and
+    ``below`` elsewhere (NaN too, which passes the gradient): PyTorch's scalar CPU loop.  Its
+    vectorized loop, which computes most of a large tensor, differs at NaN and in the sign of
+    softshrink's zeros (docs/api.md)."""
+    inside = ir.greater_equal(a, -lambd) * ir.less_equal(a, lambd)
+    return ir.select(inside, between, ir.select(ir.greater(a, lambd), above, below))
 
 
 def _elu_like(a, negative):
@@ -94,13 +95,13 @@ SOFTPLUS_SCALED = elementwise(
     examples=(Example(((3, 4), (), ()), scalars={1: 2.0, 2: 1.0}), Example(((7,), (), ()), scalars={1: 0.5, 2: 20.0})),
     refuse=refuse_kernel("softplus_cpu", *NOT_FLOAT))
 
-HARDSHRINK = elementwise("hardshrink", "HardshrinkBackward0", lambda a, lambd: _shrunk(a, lambd, a, a),
+HARDSHRINK = elementwise("hardshrink", "HardshrinkBackward0", lambda a, lambd: _shrunk(a, lambd, 0, a, a),
                          reference=lambda a, lambd: jnp.where(jnp.abs(a) <= lambd, 0.0, a),
                          torch_fn=lambda t, a, lambd: t.nn.functional.hardshrink(a, lambd), examples=SHRINK,
                          domain=("kinked", "real"), refuse=refuse_kernel("hardshrink_cpu", *NOT_FLOAT))
 SOFTSHRINK = elementwise(
     "softshrink", "SoftshrinkBackward0",
-    lambda a, lambd: _shrunk(a, lambd, a - lambd, a + lambd),
+    lambda a, lambd: _shrunk(a, lambd, a * 0, a - lambd, a + lambd),
     reference=lambda a, lambd: jnp.where(jnp.abs(a) <= lambd, 0.0, a - jnp.sign(a) * lambd),
     torch_fn=lambda t, a, lambd: t.nn.functional.softshrink(a, lambd), examples=SHRINK, domain=("kinked", "real"),
     refuse=refuse_kernel("softshrink_check", *NOT_FLOAT))
