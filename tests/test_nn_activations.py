@@ -4,6 +4,7 @@ infinite and NaN cotangents, grad_fn names, dtypes, the seeded random slopes of 
 (and the generator's state after them), in-place forms, module reprs and errors.  The registry's
 generic tests (test_ops.py) cover ordinary values of each op's examples."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -262,6 +263,22 @@ def test_what_in_place_forms_keep_is_pytorchs(torch, name):
     assert isinstance(outcomes[0], str) == ("rrelu" in name)
 
 
+def test_prelu_keeps_its_weight_as_pytorch_does(torch):
+    """Was (fuzzer): prelu reshaped its weight outside the op, and a view only the graph holds does
+    not see a write to the weight.  Writing the weight makes the backward refuse; PyTorch's message
+    names the reshaped weight's shape ([1, 3]), symgrad's the weight's."""
+    refused = []
+    for T in (symgrad, torch):
+        x = T.tensor([[-1.0, 2.0, -3.0]], requires_grad=True)
+        weight = T.tensor([0.1, 0.2, 0.3])
+        out = F(T).prelu(x, weight)
+        weight.fill_(1.0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation") as error:
+            out.sum().backward()
+        refused.append(re.sub(r"\[[\d, ]*\]\]", "[shape]]", str(error.value)))
+    assert refused[0] == refused[1]
+
+
 # ---------------------------------------------------------------------------------- modules
 
 MODULES = ["Hardshrink()", "Hardshrink(1)", "Softshrink(0.3)", "Threshold(0.1, 20)", "Threshold(-0.5, 2.5, True)",
@@ -342,6 +359,8 @@ ERRORS = {
     "threshold beyond float": lambda T: F(T).threshold(T.ones(2), 1e39, 1),
     "rrelu bounds": lambda T: F(T).rrelu(T.ones(3), 0.5, 0.2),
     "rrelu bounds in training": lambda T: F(T).rrelu(T.ones(3), 0.5, 0.2, True),
+    "rrelu infinite bound": lambda T: F(T).rrelu(T.ones(3), 0.1, INF),
+    "rrelu nan bounds": lambda T: F(T).rrelu(T.ones(3, dtype=T.int64), NAN, NAN, True),
     "rrelu integers": lambda T: F(T).rrelu(T.ones(3, dtype=T.int64)),
     "rrelu integers in training": lambda T: F(T).rrelu(T.ones(3, dtype=T.int64), training=True),
     "rrelu beyond float": lambda T: F(T).rrelu(-T.ones(3), 0.1, 1e39),

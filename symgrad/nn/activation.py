@@ -150,21 +150,28 @@ class Threshold(Module):
         return f"threshold={self.threshold}, value={self.value}" + (", inplace=True" if self.inplace else "")
 
 
-class Hardshrink(Module):
+class _Shrink(Module):
+    """Hardshrink, Softshrink: a function of the input and ``lambd``."""
+
+    function = ""
+
     def __init__(self, lambd: float = 0.5):
         super().__init__()
         self.lambd = lambd
 
     def forward(self, input):
-        return F.hardshrink(input, self.lambd)
+        return getattr(F, self.function)(input, self.lambd)
 
     def extra_repr(self) -> str:
         return f"{self.lambd}"
 
 
-class Softshrink(Hardshrink):
-    def forward(self, input):
-        return F.softshrink(input, self.lambd)
+class Hardshrink(_Shrink):
+    function = "hardshrink"
+
+
+class Softshrink(_Shrink):
+    function = "softshrink"
 
 
 class RReLU(Module):

@@ -112,11 +112,6 @@ THRESHOLD = elementwise("threshold", "ThresholdBackward0",
                         examples=(Example(((3, 4), (), ()), scalars={1: 0.5, 2: -2.0}),
                                   Example(((7,), (), ()), scalars={1: -1.5, 2: 3.0})),
                         domain=("kinked", "real", "real"), refuse=refuse_kernel("threshold_cpu", dtypes.BOOLEAN))
-PRELU = elementwise("prelu", "PreluKernelBackward0", lambda a, weight: ir.select(ir.greater(a, 0), a, weight * a),
-                    reference=lambda a, weight: jnp.where(a > 0, a, weight * a),
-                    torch_fn=lambda t, a, weight: t._prelu_kernel(a, weight),  # the weight already shaped (prelu)
-                    examples=(Example(((3, 4), (4,))), Example(((2, 3, 2), (3, 1))), Example(((5,), ()))),
-                    domain=("kinked", "real"), refuse=refuse_kernel("prelu_cpu", *NOT_FLOAT))
 RRELU = elementwise("rrelu", "RreluWithNoiseBackward0", _leaky,  # evaluation: the bounds' mean as the slope
                     reference=lambda a, slope: jnp.where(a > 0, a, a * slope),
                     torch_fn=lambda t, a, slope: t.nn.functional.rrelu(a, slope, slope), examples=WITH_PARAMETER,
@@ -255,10 +250,41 @@ def _thresholded(op, input, threshold, value):
     return apply(op, input, _in_dtype(threshold, input), _in_dtype(value, input))
 
 
+def _along_channels(ndim: int, weight_shape) -> tuple:
+    """The shape PyTorch's prelu gives the weight for an input of ``ndim`` dims: its values along dim 1."""
+    shape = [1] * ndim
+    if ndim > 1:
+        shape[1] = math.prod(weight_shape)
+    return tuple(shape)
+
+
+def _build_prelu(p, node, x, weight):
+    """PyTorch's kernel, x above 0 and else weight * x, with the weight reshaped inside the op (a
+    reshape recorded outside would be a view that a later write to the weight does not reach)."""
+    a, w = node.inputs
+    shape = _along_channels(len(a.shape), w.shape)
+    if w.shape != shape:
+        weight = p.reshape(weight, shape)
+    form = ieee.unevaluated(lambda a, w: ir.select(ir.greater(a, 0), a, w * a), x, weight)
+    return p.assign(form, node.shape, node.dtype.name, "prelu")
+
+
+def _infer_prelu(nodes):
+    refuse_kernel("prelu_cpu", *NOT_FLOAT)(nodes)
+    return nodes[0].shape, nodes[0].dtype
+
+
+PRELU = register(Op("prelu", "PreluKernelBackward0", _infer_prelu, _build_prelu,
+                    reference=lambda a, w: jnp.where(a > 0, a, jnp.reshape(w, _along_channels(a.ndim, w.shape)) * a),
+                    torch_fn=lambda t, a, weight: t.prelu(a, weight),
+                    examples=(Example(((3, 4), (4,))), Example(((2, 3, 2), (3,))), Example(((5,), ())),
+                              Example(((2, 3), (1,)))),
+                    domain=("kinked", "real")))
+
+
 @PRELU.publish(Names(function=("prelu",), functional=("prelu",), method=("prelu",)))
 def prelu(input, weight):
-    """One weight per channel (dim 1), or one for all: the weight reshaped to broadcast along dim
-    1, as PyTorch's prelu reshapes it (a view, so the weight's gradient keeps its shape)."""
+    """One weight per channel (dim 1), or one for all (PyTorch's checks, in its order)."""
     if not isinstance(weight, Tensor):
         raise TypeError(f"prelu(): argument 'weight' (position 2) must be Tensor, not {type(weight).__name__}")
     if input.dtype is not weight.dtype:
@@ -273,11 +299,6 @@ def prelu(input, weight):
                                f"{weight.numel()} and channel size = {channels}.")
     if weight.ndim > 1:
         raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.ndim}")
-    if input.ndim != weight.ndim:
-        shape = [1] * input.ndim
-        if input.ndim > 1:
-            shape[1] = weight.numel()
-        weight = weight.reshape(shape)
     return apply(PRELU, input, weight)
 
 
@@ -336,6 +357,9 @@ def _rrelu(input, lower, upper, training, generator, ops):
     """In training each value at or below 0 is multiplied by its own slope, drawn uniformly in
     [lower, upper) from ``generator`` as PyTorch draws it; in evaluation by (lower + upper) / 2.
     ``ops``: the evaluation's and the training's."""
+    for name, bound in (("lower", lower), ("upper", upper)):
+        if not math.isfinite(bound):
+            raise RuntimeError(f"rrelu: {name} bound must be finite, got {float(bound)}")
     if lower > upper:
         raise RuntimeError("Lower bound should be less than or equal to the upper bound")
     evaluation, with_noise = ops
