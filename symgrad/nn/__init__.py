@@ -1,8 +1,9 @@
 """``torch.nn``: modules, parameters, initialisation, utilities and the functional API."""
 from symgrad.nn import functional, init, utils
-from symgrad.nn.activation import (CELU, ELU, GELU, SELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid,
-                                   LogSoftmax, Mish, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softmin, Softplus, Softsign,
-                                   Tanh, Tanhshrink)
+from symgrad.nn.activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh,
+                                   LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, RReLU, Sigmoid, SiLU,
+                                   Softmax, Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanh, Tanhshrink,
+                                   Threshold)
 from symgrad.nn.containers import ModuleDict, ModuleList, Sequential
 from symgrad.nn.convolution import AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, MaxPool2d
 from symgrad.nn.distance import CosineSimilarity, PairwiseDistance
@@ -15,11 +16,13 @@ from symgrad.nn.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, Cr
 from symgrad.nn.module import Module, Parameter
 
 __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict",
-           "Identity", "Linear", "Bilinear", "Flatten", "Unflatten", "Dropout", "Embedding", "Conv1d", "Conv2d", "MaxPool2d",
-           "AvgPool2d", "AdaptiveAvgPool2d", "LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "CELU", "ELU", "GELU", "SELU", "Hardsigmoid", "Hardswish",
-           "Hardtanh", "LeakyReLU", "LogSigmoid", "LogSoftmax", "Mish", "ReLU", "ReLU6", "Sigmoid", "SiLU",
-           "Softmax", "Softmin", "Softplus", "Softsign", "Tanh", "Tanhshrink", "BCELoss", "BCEWithLogitsLoss",
-           "CrossEntropyLoss", "HuberLoss", "L1Loss", "MSELoss", "NLLLoss", "SmoothL1Loss", "KLDivLoss",
-           "PoissonNLLLoss", "GaussianNLLLoss", "CosineEmbeddingLoss", "MarginRankingLoss", "HingeEmbeddingLoss",
-           "SoftMarginLoss", "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss",
-           "TripletMarginLoss", "TripletMarginWithDistanceLoss", "CosineSimilarity", "PairwiseDistance"]
+           "Identity", "Linear", "Bilinear", "Flatten", "Unflatten", "Dropout", "Embedding", "Conv1d", "Conv2d",
+           "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d",
+           "CELU", "ELU", "GELU", "SELU", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU", "LogSigmoid",
+           "LogSoftmax", "Mish", "ReLU", "ReLU6", "Sigmoid", "SiLU", "Softmax", "Softmin", "Softplus", "Softsign",
+           "Tanh", "Tanhshrink", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "L1Loss",
+           "MSELoss", "NLLLoss", "SmoothL1Loss", "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss",
+           "CosineEmbeddingLoss", "MarginRankingLoss", "HingeEmbeddingLoss", "SoftMarginLoss",
+           "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "TripletMarginLoss",
+           "TripletMarginWithDistanceLoss", "CosineSimilarity", "PairwiseDistance", "GLU", "Hardshrink", "PReLU",
+           "RReLU", "Softmax2d", "Softshrink", "Threshold"]
