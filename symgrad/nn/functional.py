@@ -481,6 +481,70 @@ def _cross_entropy_probabilities(logp, target, weight, reduction, label_smoothin
     return apply(DIV_SCALAR, -product.sum(), logp.numel() / classes)
 
 
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None, reduction="mean",
+                         ignore_index=None, label_smoothing=0.0, options=None):
+    """``cross_entropy(linear(input, W, b), target)``, PyTorch's reference path, with its checks in
+    its order. ``options`` (PyTorch's chunked path) is checked and warned about as PyTorch does;
+    the numbers are the reference path's (see ``LinearCrossEntropyOptions``)."""
+    if input.dim() < 1 or input.dim() > 2:
+        raise RuntimeError(f"expected input with dimensionality 1 or 2, got {input.dim()}")
+    if linear_weight.dim() < 2:
+        raise RuntimeError(f"expected linear_weight with dimensionality at least 2, got {linear_weight.dim()}")
+    batches, in_features = tuple(input.shape[:-1]), input.shape[-1]
+    if in_features != linear_weight.shape[-1]:
+        raise RuntimeError("expected equal input and linear_weight last dimensions (in_features), "
+                           f"got {input.shape[-1]} and {linear_weight.shape[-1]}, respectively")
+    classes, out_features = linear_weight.shape[0], tuple(linear_weight.shape[1:-1])
+    if linear_bias is not None and tuple(linear_bias.shape) != (classes, *out_features):
+        raise RuntimeError(f"expected linear_bias shape {(classes, *out_features)}, got {tuple(linear_bias.shape)}")
+    if out_features and not batches:
+        raise RuntimeError(f"K-dimensional loss defined by linear_weight shape {tuple(linear_weight.shape)} requires"
+                           f" batched input, (N, {in_features}), got unbatched input with shape {tuple(input.shape)}")
+    logits_shape = (*batches, classes, *out_features)
+    if tuple(target.shape) == logits_shape and ignore_index is not None:
+        raise RuntimeError("ignore_index cannot be specified when target contains probabilities")
+    if options is not None:
+        _chunking_options(options, input, target, linear_bias, classes, out_features, reduction, label_smoothing)
+    flat = math.prod(out_features, start=classes)
+    if out_features:
+        linear_weight = linear_weight.reshape((flat, in_features))
+        linear_bias = None if linear_bias is None else linear_bias.reshape(flat)
+    logits = linear(input, linear_weight, linear_bias).reshape(logits_shape)
+    return cross_entropy(logits, target, weight=weight, reduction=reduction,
+                         ignore_index=-100 if ignore_index is None else ignore_index, label_smoothing=label_smoothing)
+
+
+def _chunking_options(options, input, target, linear_bias, classes, out_features, reduction, label_smoothing):
+    """PyTorch's warning where its chunked path does not apply; where it does, its chunk-size
+    conflict, and a refusal of an accumulation dtype other than the input's (symgrad computes the
+    reference path, in the input's dtype)."""
+    if out_features or reduction not in {"mean", "sum", "none"} or label_smoothing != 0.0 \
+            or target.dtype != dtypes.int64:
+        warnings.warn(
+            "linear_cross_entropy: ``options`` ignored; chunked path needs reduction in {'mean','sum','none'}, "
+            "label_smoothing == 0, target.dtype == int64, out_features == (). Got "
+            f"reduction={reduction!r}, label_smoothing={label_smoothing}, target.dtype={target.dtype}, "
+            f"out_features={tuple(out_features)}, tracing=False, linear_bias.shape="
+            f"{tuple(linear_bias.shape) if linear_bias is not None else None}.", stacklevel=3)
+        return
+    batches = input.shape[0] if input.dim() == 2 else 1
+    method = options.chunking_method
+    if method not in (None, "auto") and options.batch_chunk_size is not None:
+        factor = int(method.split(":", 1)[1]) if ":" in method else 1
+        target_size = -(-batches // -(-classes // input.shape[-1]))
+        chunk = max(1, min((1 << (target_size - 1).bit_length()) // factor, batches))
+        if chunk != options.batch_chunk_size:
+            raise ValueError(f"batch_chunk_size (={options.batch_chunk_size}) and chunking_method ('{method}') give "
+                             f"different chunk sizes ({options.batch_chunk_size} vs {chunk}); pass only one.")
+    accumulate = options.acc_dtype
+    if accumulate is None and options.acc_policy == "auto" and input.dtype == dtypes.float16:
+        accumulate = dtypes.float32
+    if accumulate is not None and accumulate != input.dtype:
+        raise NotImplementedError(f"linear_cross_entropy: symgrad computes in the input's dtype ({input.dtype}); "
+                                  f"accumulating in {accumulate} (LinearCrossEntropyOptions.acc_dtype) is not "
+                                  "supported")
+
+
 def _known_values(tensor):
     """The tensor's values if they are already computed (a leaf's), else None: checks that
     PyTorch makes eagerly are made here whenever they cost no computation."""
