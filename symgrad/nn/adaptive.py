@@ -13,13 +13,14 @@ from collections import namedtuple
 
 import numpy as np
 
-import symgrad
 from symgrad import dtypes
+from symgrad.creation import tensor, zeros
 from symgrad.nn import functional as F
 from symgrad.nn.containers import ModuleList, Sequential
 from symgrad.nn.layers import Linear
 from symgrad.nn.loss import _WeightedLoss
 from symgrad.nn.module import Module
+from symgrad.ops.shape import cat
 
 _ASMoutput = namedtuple("_ASMoutput", ["output", "loss"])
 
@@ -74,17 +75,17 @@ class AdaptiveLogSoftmaxWithLoss(Module):
                 continue
             rows.append(chosen)
             if i == 0:
-                pieces.append(symgrad.zeros(chosen.size, dtype=input.dtype))
+                pieces.append(zeros(chosen.size, dtype=input.dtype))
                 continue
-            logits = self.tail[i - 1](input.index_select(0, symgrad.tensor(chosen)))
-            relative = symgrad.tensor(labels[chosen] - low).unsqueeze(1)
+            logits = self.tail[i - 1](input.index_select(0, tensor(chosen)))
+            relative = tensor(labels[chosen] - low).unsqueeze(1)
             pieces.append(F.log_softmax(logits, dim=1).gather(1, relative).squeeze(1))
             gather[chosen] = self.shortlist_size + i - 1
         if sum(r.size for r in rows) != labels.size:
             raise RuntimeError(f"Target values should be in [0, {self.n_classes - 1}], but values in range "
                                f"[{labels.min()}, {labels.max()}] were found. ")
         head_logprob = F.log_softmax(self.head(input), dim=1)
-        picked = head_logprob.gather(1, symgrad.tensor(gather).reshape(-1, 1)).squeeze(1)
+        picked = head_logprob.gather(1, tensor(gather).reshape(-1, 1)).squeeze(1)
         output = _in_row_order(pieces, rows, labels.size, input.dtype) + picked
         loss = (-output).mean()
         return _ASMoutput(output if batched else output.squeeze(0), loss)
@@ -95,21 +96,21 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         for i, cluster in enumerate(self.tail):
             cluster_logprob = F.log_softmax(cluster(input), dim=1)
             columns.append(cluster_logprob + head_logprob[:, self.shortlist_size + i].unsqueeze(1))
-        return symgrad.cat(columns, dim=1)
+        return cat(columns, dim=1)
 
     def log_prob(self, input):
         return self._get_full_log_prob(input, self.head(input))
 
     def predict(self, input):
         head_output = self.head(input)
-        output = symgrad.argmax(head_output, dim=1)
+        output = head_output.argmax(dim=1)
         not_in_shortlist = output >= self.shortlist_size
         if not bool(not_in_shortlist.any()):
             return output
         if bool(not_in_shortlist.all()):
-            return symgrad.argmax(self._get_full_log_prob(input, head_output), dim=1)
+            return self._get_full_log_prob(input, head_output).argmax(dim=1)
         log_prob = self._get_full_log_prob(input[not_in_shortlist], head_output[not_in_shortlist])
-        output[not_in_shortlist] = symgrad.argmax(log_prob, dim=1)
+        output[not_in_shortlist] = log_prob.argmax(dim=1)
         return output
 
 
@@ -130,12 +131,12 @@ def _in_row_order(pieces, rows, batch, dtype):
     """The clusters' per-row values, computed cluster by cluster, put back in the batch's order
     (PyTorch's ``index_copy_`` into zeros)."""
     if not pieces:
-        return symgrad.zeros(batch, dtype=dtype)
+        return zeros(batch, dtype=dtype)
     order = np.concatenate(rows)
-    joined = pieces[0] if len(pieces) == 1 else symgrad.cat(pieces)
+    joined = pieces[0] if len(pieces) == 1 else cat(pieces)
     if np.array_equal(order, np.arange(batch)):
         return joined
-    return joined.index_select(0, symgrad.tensor(np.argsort(order, kind="stable")))
+    return joined.index_select(0, tensor(np.argsort(order, kind="stable")))
 
 
 _ACC_DTYPES = {getattr(dtypes, name) for name in ("float16", "bfloat16", "float32", "float64") if hasattr(dtypes, name)}
