@@ -1,5 +1,6 @@
 """``torch.nn``: modules, parameters, initialisation, utilities and the functional API."""
 from symgrad.nn import functional, init, utils
+from symgrad.nn.attention import MultiheadAttention
 from symgrad.nn.activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh,
                                    LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, RReLU, Sigmoid, SiLU,
                                    Softmax, Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanh, Tanhshrink,
@@ -25,4 +26,5 @@ __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "
            "CosineEmbeddingLoss", "MarginRankingLoss", "HingeEmbeddingLoss", "SoftMarginLoss",
            "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "TripletMarginLoss",
            "TripletMarginWithDistanceLoss", "CosineSimilarity", "PairwiseDistance", "GLU", "Hardshrink", "PReLU",
-           "RReLU", "Softmax2d", "Softshrink", "Threshold"]
+           "RReLU", "Softmax2d", "Softshrink", "Threshold",
+           "MultiheadAttention"]
