@@ -1392,13 +1392,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
                                                     bsz, num_heads, head_dim)
     src_len = k.size(1)
     if key_padding_mask is not None:
-        for axis, size in enumerate((bsz, src_len)):
-            if key_padding_mask.shape[axis] != size:
-                raise AssertionError(f"Expected key_padded_mask.shape[{axis}] to be {size}, but got "
-                                     f"{key_padding_mask.shape[axis]}")
-        key_padding_mask = key_padding_mask.reshape(bsz, 1, 1, src_len).expand(bsz, num_heads, 1, src_len).reshape(
-            bsz * num_heads, 1, src_len)
-        attn_mask = key_padding_mask if attn_mask is None else attn_mask + key_padding_mask
+        attn_mask = _merge_key_padding(attn_mask, key_padding_mask, bsz, num_heads, src_len)
     dropout_p = dropout_p if training else 0.0
     attend = _mha_weighted if need_weights else _mha_sdpa
     output, weights = attend(q, k, v, attn_mask, dropout_p, is_causal, bsz, num_heads, tgt_len, src_len)
@@ -1409,6 +1403,17 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         output = output.squeeze(1)
         weights = None if weights is None else weights.squeeze(0)
     return output, weights
+
+
+def _merge_key_padding(attn_mask, key_padding_mask, bsz, heads, src_len):
+    """The key padding mask (N, S), checked, repeated per head and added to the attention mask."""
+    for axis, size in enumerate((bsz, src_len)):
+        if key_padding_mask.shape[axis] != size:
+            raise AssertionError(f"Expected key_padded_mask.shape[{axis}] to be {size}, but got "
+                                 f"{key_padding_mask.shape[axis]}")
+    key_padding_mask = key_padding_mask.reshape(bsz, 1, 1, src_len).expand(bsz, heads, 1, src_len).reshape(
+        bsz * heads, 1, src_len)
+    return key_padding_mask if attn_mask is None else attn_mask + key_padding_mask
 
 
 def _mha_weighted(q, k, v, attn_mask, dropout_p, is_causal, bsz, heads, tgt_len, src_len):
