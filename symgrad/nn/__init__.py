@@ -1,6 +1,7 @@
 """``torch.nn``: modules, parameters, initialisation, utilities and the functional API."""
 from symgrad.nn import functional, init, utils
 from symgrad.nn.adaptive import AdaptiveLogSoftmaxWithLoss, LinearCrossEntropyLoss, LinearCrossEntropyOptions
+from symgrad.nn.attention import MultiheadAttention
 from symgrad.nn.activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh,
                                    LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, RReLU, Sigmoid, SiLU,
                                    Softmax, Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanh, Tanhshrink,
@@ -27,4 +28,4 @@ __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "
            "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "TripletMarginLoss",
            "TripletMarginWithDistanceLoss", "CosineSimilarity", "PairwiseDistance", "GLU", "Hardshrink", "PReLU",
            "RReLU", "Softmax2d", "Softshrink", "Threshold",
-           "AdaptiveLogSoftmaxWithLoss", "LinearCrossEntropyLoss", "LinearCrossEntropyOptions"]
+           "AdaptiveLogSoftmaxWithLoss", "LinearCrossEntropyLoss", "LinearCrossEntropyOptions", "MultiheadAttention"]

@@ -20,14 +20,15 @@ import sympy as sp
 from sympy.codegen.cfunctions import log1p
 
 from symgrad import dtypes, engine, ir
-from symgrad.creation import ones_like, zeros_like
+from symgrad.creation import ones, ones_like, zeros, zeros_like
 from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad.ir import ieee
 from symgrad.ir.indexing import flip, take
 from symgrad.ir.linalg import Pad, emit
 from symgrad.ops.dims import dim_index
 from symgrad.ops.elementwise import LOGSIGMOID, MINIMUM, elementwise, refuse_kernel, where
-from symgrad.ops.linalg import einsum
+from symgrad.ops.linalg import bmm, einsum, linear
+from symgrad.ops.shape import cat
 from symgrad.ops.reductions import VECTOR_NORM, vector_norm
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import Tensor, apply
@@ -1236,3 +1237,265 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
         for norm in norms:
             norm.clamp_(min=eps)
     return ((x1 / norms[0]) * (x2 / norms[1])).sum(dim)
+
+
+# ------------------------------------------------------------------------------- attention
+
+
+_CPP_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int", "int32": "int",
+                   "bool": "bool"}  # how SDPA's messages name dtypes (C++ type names)
+
+
+def _cpp_name(dtype) -> str:
+    return _CPP_TYPE_NAMES.get(dtype.name, dtype.name)
+
+
+def _check_attention(query, key, value, attn_mask, is_causal):
+    """PyTorch's checks of SDPA's inputs (sdp_utils' validate_sdpa_input), in its words."""
+    if not query.dtype == key.dtype == value.dtype:
+        raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got query.dtype: "
+                           f"{_cpp_name(query.dtype)} key.dtype: {_cpp_name(key.dtype)} and value.dtype: "
+                           f"{_cpp_name(value.dtype)} instead.")
+    if min(query.ndim, key.ndim, value.ndim) < 2:
+        raise RuntimeError(f"Expected query, key, and value to all be  at least 2 dimensional, but got query.dim: "
+                           f"{query.ndim} key.dim: {key.ndim} and value.dim: {value.ndim} instead.")
+    if not query.dtype.is_floating_point:
+        raise RuntimeError(f"expected scalar type Float but found {dtypes.torch_name(query.dtype)}")
+    if attn_mask is not None and attn_mask.dtype is not dtypes.bool_ and attn_mask.dtype is not query.dtype:
+        raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+                           f"attn_mask.dtype: {_cpp_name(attn_mask.dtype)} and  query.dtype: {_cpp_name(query.dtype)} "
+                           "instead.")
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
+
+
+def _grouped(key, value, heads):
+    """GQA: each key/value head repeated (repeat_interleave on dim -3) to the query's head count."""
+    if key.ndim < 3 or heads % key.shape[-3] or heads % value.shape[-3]:
+        raise RuntimeError("Number of heads in key and value must divide the number of heads in query")
+
+    def repeated(t):
+        times = heads // t.shape[-3]
+        lead, h, rest = t.shape[:-3], t.shape[-3], t.shape[-2:]
+        return t.unsqueeze(-3).expand(*lead, h, times, *rest).reshape(*lead, h * times, *rest)
+    return repeated(key), repeated(value)
+
+
+def _safe_softmax(scores):
+    """PyTorch's ``_safe_softmax``: softmax over the last axis, 0 (value and gradient) on rows that are
+    all -inf. The softmax is taken of 0 on those rows, so no NaN reaches its derivative."""
+    empty = (scores == float("-inf")).all(-1, keepdim=True)
+    return where(empty, 0.0, softmax(where(empty, 0.0, scores), -1))
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """softmax(q k^T * scale + mask) v as PyTorch's math path composes it: q and k each scaled by
+    sqrt(scale), a boolean mask turned into 0 / -inf and added, rows masked whole giving 0, and the
+    weights dropped out by ``dropout`` (PyTorch's seeded mask)."""
+    _check_attention(query, key, value, attn_mask, is_causal)
+    factor = math.sqrt(abs(scale) if scale is not None else 1 / math.sqrt(query.shape[-1]))
+    q = query * (-factor if scale is not None and scale < 0 else factor)
+    if is_causal:
+        attn_mask = ones(query.shape[-2], key.shape[-2], dtype=dtypes.bool_).tril()
+    if enable_gqa:
+        key, value = _grouped(key, value, query.shape[-3])
+    scores = q.matmul(key.transpose(-2, -1) * factor)
+    if attn_mask is not None:
+        if attn_mask.dtype is dtypes.bool_:
+            attn_mask = where(attn_mask, 0.0, float("-inf")).to(query.dtype)
+        scores = scores + attn_mask
+    weights = _safe_softmax(scores)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, True)
+    return weights.matmul(value)
+
+
+def _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads) -> bool:
+    """PyTorch's checks of MultiheadAttention's ranks; True for batched (3-D) input."""
+    if query.dim() not in (2, 3):
+        raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received {query.dim()}-D query "
+                             "tensor")
+    batched = query.dim() == 3
+    kind = "batched (3-D)" if batched else "unbatched (2-D)"
+    if key.dim() != query.dim() or value.dim() != query.dim():
+        raise AssertionError(f"For {kind} `query`, expected `key` and `value` to be {query.dim()}-D but found "
+                             f"{key.dim()}-D and {value.dim()}-D tensors respectively")
+    if key_padding_mask is not None and key_padding_mask.dim() != query.dim() - 1:
+        raise AssertionError(f"For {kind} `query`, expected `key_padding_mask` to be `None` or {query.dim() - 1}-D "
+                             f"but found {key_padding_mask.dim()}-D tensor instead")
+    if attn_mask is not None:
+        if attn_mask.dim() not in (2, 3):
+            raise AssertionError(f"For {kind} `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found "
+                                 f"{attn_mask.dim()}-D tensor instead")
+        expected = (num_heads, query.shape[0], key.shape[0])
+        if not batched and attn_mask.dim() == 3 and tuple(attn_mask.shape) != expected:
+            raise AssertionError(f"Expected `attn_mask` shape to be {expected} but got {attn_mask.shape}")
+    return batched
+
+
+def _canonical_mask(mask, mask_name, other_type, other_name, target_type, check_other=True):
+    """A boolean mask as a float one (-inf where True), as PyTorch's ``_canonical_mask``."""
+    if mask is None:
+        return None
+    if mask.dtype is not dtypes.bool_ and not mask.dtype.is_floating_point:
+        raise AssertionError(f"only bool and floating types of {mask_name} are supported")
+    if check_other and other_type is not None and mask.dtype is not other_type:
+        warnings.warn(f"Support for mismatched {mask_name} and {other_name} is deprecated. Use same type for both "
+                      "instead.", stacklevel=3)
+    if not mask.dtype.is_floating_point:
+        mask = zeros_like(mask, dtype=target_type).masked_fill(mask, float("-inf"))
+    return mask
+
+
+def _in_projection(query, key, value, weights, biases):
+    """q, k, v projected by their own weights (PyTorch's ``_in_projection``, with its checks)."""
+    e = query.size(-1)
+    for name, x, w in zip(("query", "key", "value"), (query, key, value), weights):
+        if tuple(w.shape) != (e, x.size(-1)):
+            raise AssertionError(f"expecting {name} weights shape of {(e, x.size(-1))}, but got {w.shape}")
+    return [linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases)]
+
+
+def _mha_masks(attn_mask, key_padding_mask, is_causal, need_weights, query):
+    """PyTorch's mask preparation: both made float; a causal hint kept only where SDPA can use it."""
+    key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask",
+                                       None if attn_mask is None else attn_mask.dtype, "attn_mask", query.dtype)
+    if is_causal and attn_mask is None:
+        raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+                           "method `generate_square_subsequent_mask` to create this mask.")
+    if is_causal and key_padding_mask is None and not need_weights:
+        return None, key_padding_mask, True
+    attn_mask = _canonical_mask(attn_mask, "attn_mask", None, "", query.dtype, check_other=False)
+    return attn_mask, key_padding_mask, is_causal and key_padding_mask is None
+
+
+def _mha_attn_mask_3d(attn_mask, heads, tgt_len, src_len):
+    if attn_mask.dim() == 2:
+        if tuple(attn_mask.shape) != (tgt_len, src_len):
+            raise RuntimeError(f"The shape of the 2D attn_mask is {attn_mask.shape}, but should be "
+                               f"{(tgt_len, src_len)}.")
+        return attn_mask.unsqueeze(0)
+    if attn_mask.dim() == 3:
+        if tuple(attn_mask.shape) != (heads, tgt_len, src_len):
+            raise RuntimeError(f"The shape of the 3D attn_mask is {attn_mask.shape}, but should be "
+                               f"{(heads, tgt_len, src_len)}.")
+        return attn_mask
+    raise RuntimeError(f"attn_mask's dimension {attn_mask.dim()} is not supported")
+
+
+def _mha_project(query, key, value, in_proj_weight, in_proj_bias, separate):
+    """The in-projection, packed (PyTorch's ``_in_projection_packed``: one weight's thirds) or separate."""
+    if not separate:
+        if in_proj_weight is None:
+            raise AssertionError("use_separate_proj_weight is False but in_proj_weight is None")
+        if tuple(key.shape) != tuple(value.shape):
+            raise AssertionError(f"key shape {key.shape} does not match value shape {value.shape}")
+        weights = in_proj_weight.chunk(3)
+    else:
+        if tuple(key.shape[:2]) != tuple(value.shape[:2]):
+            raise AssertionError(f"key's sequence and batch dims {key.shape[:2]} do not match value's "
+                                 f"{value.shape[:2]}")
+        for name, w in zip("qkv", in_proj_weight):
+            if w is None:
+                raise AssertionError(f"use_separate_proj_weight is True but {name}_proj_weight is None")
+        weights = in_proj_weight
+    biases = (None,) * 3 if in_proj_bias is None else in_proj_bias.chunk(3)
+    if separate:
+        return _in_projection(query, key, value, weights, biases)
+    return [linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases)]
+
+
+def _mha_extend(k, v, attn_mask, key_padding_mask, bias_k, bias_v, add_zero_attn, bsz, heads, head_dim):
+    """bias_k/bias_v appended along the sequence (k, v still (S, N, E)), then, after the heads are
+    split, a zero key and value; each masked in as 0 (attended)."""
+    if (bias_k is None) != (bias_v is None):
+        raise AssertionError(f"bias_{'k' if bias_v is None else 'v'} is set but bias_{'v' if bias_v is None else 'k'}"
+                             " is None")
+    if bias_k is not None:
+        k, v = cat([k, bias_k.repeat(1, bsz, 1)]), cat([v, bias_v.repeat(1, bsz, 1)])
+    k = k.reshape(k.shape[0], bsz * heads, head_dim).transpose(0, 1)
+    v = v.reshape(v.shape[0], bsz * heads, head_dim).transpose(0, 1)
+    if add_zero_attn:
+        k = cat([k, zeros(bsz * heads, 1, head_dim, dtype=k.dtype)], 1)
+        v = cat([v, zeros(bsz * heads, 1, head_dim, dtype=v.dtype)], 1)
+    grown = (bias_k is not None) + bool(add_zero_attn)
+    if grown:
+        attn_mask = None if attn_mask is None else pad(attn_mask, (0, grown))
+        key_padding_mask = None if key_padding_mask is None else pad(key_padding_mask, (0, grown))
+    return k, v, attn_mask, key_padding_mask
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+                                 bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
+                                 training=True, key_padding_mask=None, need_weights=True, attn_mask=None,
+                                 use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None,
+                                 v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True,
+                                 is_causal=False):
+    """PyTorch's composition, step for step: (L, N, E) inputs (or unbatched (L, E)); returns the
+    output and the attention weights (averaged over heads, or per head), or None for them."""
+    if static_k is not None or static_v is not None:
+        _unsupported("multi_head_attention_forward", static_k=static_k, static_v=static_v)
+    batched = _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads)
+    if not batched:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        key_padding_mask = None if key_padding_mask is None else key_padding_mask.unsqueeze(0)
+    tgt_len, bsz, embed_dim = query.shape
+    attn_mask, key_padding_mask, is_causal = _mha_masks(attn_mask, key_padding_mask, is_causal, need_weights, query)
+    if embed_dim != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but got {embed_dim}")
+    head_dim = embed_dim // num_heads
+    if head_dim * num_heads != embed_dim:
+        raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
+    weights = (q_proj_weight, k_proj_weight, v_proj_weight) if use_separate_proj_weight else in_proj_weight
+    q, k, v = _mha_project(query, key, value, weights, in_proj_bias, use_separate_proj_weight)
+    if attn_mask is not None:
+        attn_mask = _mha_attn_mask_3d(attn_mask, bsz * num_heads, tgt_len, key.shape[0])
+    q = q.reshape(tgt_len, bsz * num_heads, head_dim).transpose(0, 1)
+    k, v, attn_mask, key_padding_mask = _mha_extend(k, v, attn_mask, key_padding_mask, bias_k, bias_v, add_zero_attn,
+                                                    bsz, num_heads, head_dim)
+    src_len = k.size(1)
+    if key_padding_mask is not None:
+        attn_mask = _merge_key_padding(attn_mask, key_padding_mask, bsz, num_heads, src_len)
+    dropout_p = dropout_p if training else 0.0
+    attend = _mha_weighted if need_weights else _mha_sdpa
+    output, weights = attend(q, k, v, attn_mask, dropout_p, is_causal, bsz, num_heads, tgt_len, src_len)
+    output = linear(output, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, embed_dim)
+    if weights is not None and average_attn_weights:
+        weights = weights.mean(dim=1)
+    if not batched:
+        output = output.squeeze(1)
+        weights = None if weights is None else weights.squeeze(0)
+    return output, weights
+
+
+def _merge_key_padding(attn_mask, key_padding_mask, bsz, heads, src_len):
+    """The key padding mask (N, S), checked, repeated per head and added to the attention mask."""
+    for axis, size in enumerate((bsz, src_len)):
+        if key_padding_mask.shape[axis] != size:
+            raise AssertionError(f"Expected key_padded_mask.shape[{axis}] to be {size}, but got "
+                                 f"{key_padding_mask.shape[axis]}")
+    key_padding_mask = key_padding_mask.reshape(bsz, 1, 1, src_len).expand(bsz, heads, 1, src_len).reshape(
+        bsz * heads, 1, src_len)
+    return key_padding_mask if attn_mask is None else attn_mask + key_padding_mask
+
+
+def _mha_weighted(q, k, v, attn_mask, dropout_p, is_causal, bsz, heads, tgt_len, src_len):
+    """The weights made explicitly (softmax of the scaled scores plus the mask; a row masked whole is NaN)."""
+    if is_causal and attn_mask is None:
+        raise AssertionError("FIXME: is_causal not implemented for need_weights")
+    scores = bmm(q * math.sqrt(1.0 / float(q.shape[-1])), k.transpose(-2, -1))
+    weights = softmax(scores if attn_mask is None else attn_mask + scores, dim=-1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, p=dropout_p)
+    output = bmm(weights, v).transpose(0, 1).reshape(tgt_len * bsz, heads * q.shape[-1])
+    return output, weights.reshape(bsz, heads, tgt_len, src_len)
+
+
+def _mha_sdpa(q, k, v, attn_mask, dropout_p, is_causal, bsz, heads, tgt_len, src_len):
+    if attn_mask is not None:
+        attn_mask = (attn_mask.unsqueeze(0) if attn_mask.size(0) == 1 and attn_mask.dim() == 3
+                     else attn_mask.reshape(bsz, heads, -1, src_len))
+    q, k, v = (x.reshape(bsz, heads, x.shape[1], x.shape[2]) for x in (q, k, v))
+    output = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
+    return output.permute(2, 0, 1, 3).reshape(bsz * tgt_len, heads * q.shape[-1]), None
