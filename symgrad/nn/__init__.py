@@ -13,6 +13,7 @@ from symgrad.nn.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, Cr
                              HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
                              MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss,
                              SmoothL1Loss, SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss)
+from symgrad.nn.loss import CTCLoss
 from symgrad.nn.module import Module, Parameter
 
 __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict",
@@ -25,4 +26,5 @@ __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "
            "CosineEmbeddingLoss", "MarginRankingLoss", "HingeEmbeddingLoss", "SoftMarginLoss",
            "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "TripletMarginLoss",
            "TripletMarginWithDistanceLoss", "CosineSimilarity", "PairwiseDistance", "GLU", "Hardshrink", "PReLU",
-           "RReLU", "Softmax2d", "Softshrink", "Threshold"]
+           "RReLU", "Softmax2d", "Softshrink", "Threshold",
+           "CTCLoss"]
