@@ -6,6 +6,7 @@ log_probs that are not a log_softmax's (its kernel's, not the loss's derivative)
 import numpy as np
 import pytest
 
+import codegen
 import symgrad
 from parity import assert_raises_as_pytorch
 
@@ -55,12 +56,11 @@ def ctc(targets, input_lengths, target_lengths, normalize=True, **options):
     return fn, [targets, input_lengths, target_lengths]
 
 
-CASES = {}
-for reduction in ("mean", "sum", "none"):
-    for zero_infinity in (False, True):
-        CASES[f"{reduction}{' zero_infinity' if zero_infinity else ''}"] = (
-            X, *ctc(PADDED, INPUT_LENGTHS, TARGET_LENGTHS, reduction=reduction, zero_infinity=zero_infinity))
-CASES.update({
+CASES = {  # each reduction with and without zero_infinity (sum's without: the peaked case below)
+    "mean": (X, *ctc(PADDED, INPUT_LENGTHS, TARGET_LENGTHS)),
+    "none": (X, *ctc(PADDED, INPUT_LENGTHS, TARGET_LENGTHS, reduction="none")),
+    "none zero_infinity": (X, *ctc(PADDED, INPUT_LENGTHS, TARGET_LENGTHS, reduction="none", zero_infinity=True)),
+    "sum zero_infinity": (X, *ctc(PADDED, INPUT_LENGTHS, TARGET_LENGTHS, reduction="sum", zero_infinity=True)),
     "concatenated none": (X, *ctc(CONCATENATED, INPUT_LENGTHS, TARGET_LENGTHS, reduction="none")),
     "concatenated mean zero_infinity": (X, *ctc(CONCATENATED, INPUT_LENGTHS, TARGET_LENGTHS, zero_infinity=True)),
     # PyTorch's gradient, not the derivative (test_gradient_is_pytorchs_kernel_not_the_derivative)
@@ -71,9 +71,9 @@ CASES.update({
     "one frame, no labels at all": (logits(1, 2, 3), *ctc(np.zeros((2, 0), np.int64), np.array([1, 0]),
                                                           np.array([0, 0]), reduction="none")),
     "float targets, 2-d lengths, peaked": (X * 40, *ctc(PADDED.astype(np.float64), INPUT_LENGTHS[None],
-                                                        TARGET_LENGTHS[None], reduction="sum", zero_infinity=True)),
-})
-FLOAT32 = ("mean", "none zero_infinity", "not normalized")
+                                                        TARGET_LENGTHS[None], reduction="sum")),
+}
+FLOAT32 = ("none zero_infinity", "not normalized")  # and test_module
 
 
 @pytest.mark.parametrize("name,dtype", [(name, "float64") for name in CASES] + [(name, "float32") for name in FLOAT32])
@@ -127,19 +127,23 @@ def test_gradient_is_pytorchs_kernel_not_the_derivative(torch):
 
 
 def test_longer_sequences_match_and_reuse_the_program(torch):
-    """T = 60 frames, 12 labels each: one program (two scans), reused when only the lengths change."""
+    """T = 60 frames, 12 labels each: one program (two scans, whatever T is), which sequences of other
+    lengths reuse (the lengths are the program's inputs)."""
     x = logits(60, 3, 20)
     targets = RNG.integers(1, 20, (3, 12))
+    fn = lambda T, x, t, il, tl: F(T).ctc_loss(x.log_softmax(2), t, il, tl)  # noqa: E731
+    compiles = []
     for input_lengths, target_lengths in (([60, 41, 30], [12, 9, 5]), ([55, 60, 24], [7, 12, 12])):
-        fn = lambda T, x, t, il, tl: F(T).ctc_loss(x.log_softmax(2), t, il, tl)  # noqa: E731
         check(torch, fn, [x, targets, np.array(input_lengths), np.array(target_lengths)], rtol=1e-9)
+        compiles.append(codegen.stats.compiles)
+    assert compiles[1] == compiles[0]
 
 
 def test_module(torch):
     results = []
     for T in (symgrad, torch):
         modules = [T.nn.CTCLoss(), T.nn.CTCLoss(blank=4, reduction="sum", zero_infinity=True)]
-        x = T.tensor(X, requires_grad=True)
+        x = T.tensor(X.astype(np.float32), requires_grad=True)
         targets = T.tensor(np.where(PADDED == 4, 0, PADDED))
         outs = [m(x.log_softmax(2), targets, T.tensor(INPUT_LENGTHS), T.tensor(TARGET_LENGTHS)) for m in modules]
         (outs[0] + 0.5 * outs[1]).backward()
@@ -147,8 +151,8 @@ def test_module(torch):
                         [o.item() for o in outs], x.grad.numpy()))
     ours, theirs = results
     assert ours[:2] == theirs[:2] == (["CTCLoss()", "CTCLoss()"], [(0, "mean", False), (4, "sum", True)])
-    np.testing.assert_allclose(ours[2], theirs[2], rtol=1e-10)
-    np.testing.assert_allclose(ours[3], theirs[3], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ours[2], theirs[2], rtol=1e-5)
+    np.testing.assert_allclose(ours[3], theirs[3], rtol=1e-5, atol=1e-6)
 
 
 def test_second_derivative_is_refused_as_pytorch_refuses(torch):

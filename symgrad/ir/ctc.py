@@ -43,7 +43,7 @@ def _logsumexp(*terms: str) -> str:
 
 class _Ctc(Structural):
     """Arrays first; then the attributes blank, S (the padded label length the states are made
-    for) and whether the labels are concatenated."""
+    for), whether the labels are concatenated, and zero_infinity (which only the gradient reads)."""
 
     @classmethod
     def arity_of(cls, args) -> int:  # symgrad.ir.linalg.emit's question
@@ -166,5 +166,6 @@ class CtcLossGrad(_Ctc):
 
 
 def ctc_attributes(blank: int, states: int, concatenated: bool, zero_infinity: bool) -> tuple:
-    return sp.Integer(blank), sp.Integer(states), sp.true if concatenated else sp.false, \
-        sp.true if zero_infinity else sp.false
+    """The heads' attributes as SymPy holds them."""
+    return (sp.Integer(blank), sp.Integer(states), sp.true if concatenated else sp.false,
+            sp.true if zero_infinity else sp.false)
