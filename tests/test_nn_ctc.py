@@ -224,3 +224,18 @@ ERRORS = {
 @pytest.mark.parametrize("name", list(ERRORS))
 def test_errors_are_pytorchs(torch, name):
     assert_raises_as_pytorch(ERRORS[name], torch, symgrad)
+
+
+def test_lowered_for_export_takes_the_lengths_as_inputs(torch):
+    """value_and_grad lowered once (the lengths traced, unchecked) runs with other lengths: PyTorch's numbers."""
+    x, targets = logits(6, 2, 4), np.array([[1, 2], [3, 3]])
+    loss = lambda x, t, il, tl: F(symgrad).ctc_loss(x.log_softmax(2), t, il, tl)  # noqa: E731
+    lowered = symgrad.value_and_grad(loss).lower(x, targets, np.array([6, 5]), np.array([2, 2]))
+    for input_lengths, target_lengths in (([6, 5], [2, 2]), ([4, 6], [1, 2])):
+        value, grad = lowered.jax_function(x, targets, np.array(input_lengths), np.array(target_lengths))
+        lp = torch.tensor(x, requires_grad=True)
+        expected = torch.nn.functional.ctc_loss(lp.log_softmax(2), torch.tensor(targets), torch.tensor(input_lengths),
+                                                torch.tensor(target_lengths))
+        expected.backward()
+        np.testing.assert_allclose(float(value), expected.item(), rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(grad), lp.grad.numpy(), rtol=1e-10, atol=1e-12)

@@ -35,6 +35,11 @@ CTC = register(Op(
                                              hint="ctc_loss")))
 
 
+def _long(tensor):
+    """As int64; not detached (a traced argument stays the argument: exporting keeps it an input)."""
+    return tensor if tensor.dtype is dtypes.int64 else tensor.to(dtypes.int64)
+
+
 def _type_name(value) -> str:
     return "Tensor" if isinstance(value, Tensor) else type(value).__name__
 
@@ -45,7 +50,7 @@ def _lengths(input_lengths, target_lengths, args):
         for name, lengths in (("input_lengths", input_lengths), ("target_lengths", target_lengths)):
             if lengths.dtype.is_floating_point or lengths.dtype is dtypes.bool_:
                 raise RuntimeError(f"{name} must be integral")
-        return [lengths.detach().reshape(-1).to(dtypes.int64) for lengths in (input_lengths, target_lengths)]
+        return [_long(lengths.reshape(-1)) for lengths in (input_lengths, target_lengths)]
     sequences = (tuple, list)
     if (isinstance(input_lengths, sequences) and isinstance(target_lengths, sequences)
             and all(isinstance(v, int) and not isinstance(v, bool) for v in (*input_lengths, *target_lengths))):
@@ -117,9 +122,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     batched = log_probs.ndim == 3
     lp = log_probs if batched else log_probs.unsqueeze(1)
     states = _check(lp, targets, il, tl, int(blank))
-    labels = targets.detach()
-    if labels.dtype is not dtypes.int64:
-        labels = labels.to(dtypes.int64)
+    labels = _long(targets.detach() if targets.requires_grad else targets)
     loss = apply(CTC, lp, labels, il, tl, attrs=(int(blank), int(states), targets.ndim == 1, bool(zero_infinity)))
     if zero_infinity:
         loss = where(loss == math.inf, zeros((), dtype=loss.dtype), loss)
