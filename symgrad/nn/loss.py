@@ -3,6 +3,7 @@ rest), printed as PyTorch prints them."""
 from __future__ import annotations
 
 from symgrad.nn import functional as F
+from symgrad.nn.ctc import ctc_loss
 from symgrad.nn.distance import PairwiseDistance
 from symgrad.nn.module import Module
 
@@ -196,3 +197,13 @@ class TripletMarginWithDistanceLoss(_Loss):
     def forward(self, anchor, positive, negative):
         return F.triplet_margin_with_distance_loss(anchor, positive, negative, distance_function=self.distance_function,
                                                    margin=self.margin, swap=self.swap, reduction=self.reduction)
+
+
+class CTCLoss(_Loss):
+    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False):
+        super().__init__(reduction=reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction,
+                        self.zero_infinity)
