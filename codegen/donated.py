@@ -34,6 +34,13 @@ class Stats:
 stats = Stats()
 
 
+def aliasable(program) -> frozenset:
+    """The inputs of ``program`` that some result of the same shape and dtype could be written
+    into: the only ones worth giving up."""
+    results = {(tuple(shape), dtype) for _, shape, dtype in program.outputs}
+    return frozenset(p for p, s in enumerate(program.inputs) if (program.shapes[s], program.dtypes[s]) in results)
+
+
 def _usable(program, positions) -> tuple:
     """The ``positions`` (inputs of ``program``) that a result can be written into: per shape
     and dtype, at most as many as there are results of that shape and dtype."""
