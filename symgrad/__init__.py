@@ -40,6 +40,7 @@ from symgrad.exporting import spec  # noqa: E402
 from symgrad import check  # noqa: E402
 from symgrad.check import crosscheck, gradcheck, gradgradcheck  # noqa: E402
 from symgrad.engine import plain_path  # noqa: E402
+from symgrad.nn.functional import cosine_similarity, pairwise_distance  # noqa: E402  (torch's too)
 
 _publish(globals(), nn.functional)  # torch.exp, torch.nn.functional.relu, Tensor.exp ... from the op registry
 

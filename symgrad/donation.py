@@ -32,11 +32,11 @@ MIN_ELEMENTS = 1 << 18  # smaller buffers come back from malloc's free lists wit
 _ARRAY = type(jax.numpy.zeros(()))
 
 
-def dead_sources(root, pending, sources, held) -> frozenset:
-    """Indices of ``sources`` (leaves whose arrays the program reads) whose arrays nothing can
-    read after a call that fills ``pending``.  ``held``: the caller's containers of this step's
-    nodes, dropped after the call (their references do not keep anything alive)."""
-    candidates = [i for i, s in enumerate(sources) if _sole_array(s)]
+def dead_sources(root, pending, sources, among, held) -> frozenset:
+    """Indices ``among`` those of ``sources`` (leaves whose arrays the program reads) whose arrays
+    nothing can read after a call that fills ``pending``.  ``held``: the caller's containers of
+    this step's nodes, dropped after the call (their references do not keep anything alive)."""
+    candidates = [i for i in among if _sole_array(sources[i])]
     if not candidates:
         return frozenset()
     nodes, parts, internal = _graph((root, *pending, *[sources[i] for i in candidates]), held)

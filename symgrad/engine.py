@@ -296,8 +296,9 @@ def _backward(root, seed, retain_graph, inputs) -> None:
 def _replayed(found, root, request, path, targets):
     """The outputs of the program ``found`` by the root's description, run on its sources; a big
     one gives up those nothing can read afterwards (symgrad.donation)."""
-    dead = () if found.compiled.small else donation.dead_sources(
-        root, request.pending, request.sources, (path, targets, request.sources, request.pending, request.owned))
+    dead = donation.dead_sources(root, request.pending, request.sources, found.aliasable,
+                                 (path, targets, request.sources, request.pending, request.owned)
+                                 ) if found.aliasable else ()
     return found.run(request, dead)
 
 

@@ -360,6 +360,17 @@ def exponential(generator: Generator, n: int, dtype, lambd: float = 1.0) -> np.n
     return ((-1.0 / lambd) * log).astype(dtype.numpy)
 
 
+def rrelu_noise(generator: Generator, values: np.ndarray, dtype, lower: float, upper: float) -> np.ndarray:
+    """rrelu's slopes in training, as PyTorch's CPU kernel draws them: in order, for each value at
+    or below 0 (-0.0 and -inf too, not NaN), a float64 uniform ``u (upper - lower) + lower``
+    (the bounds first rounded to ``dtype``; unfused, as measured) rounded to ``dtype``; 1 elsewhere."""
+    low, high = float(dtype.numpy.type(lower)), float(dtype.numpy.type(upper))
+    drawn = values <= 0
+    noise = np.ones(values.shape, dtype.numpy)
+    noise[drawn] = (_unit(generator, int(drawn.sum()), dtypes.float64) * (high - low) + low).astype(dtype.numpy)
+    return noise
+
+
 # ----------------------------------------------------------------- normal
 
 def normal(generator: Generator, n: int, dtype, mean: float = 0.0, std: float = 1.0) -> np.ndarray:

@@ -9,7 +9,7 @@ works out which argument feeds each program input and which pending leaf each ou
 """
 from __future__ import annotations
 
-from codegen import deferred
+from codegen import deferred, donated
 from symgrad.nodes import LEAF, as_input, is_zero_fill, owners_of
 
 
@@ -76,10 +76,12 @@ def _numbered(nodes):
 class Replay:
     """A compiled backward program with the sources of its inputs and the leaves its outputs fill."""
 
-    __slots__ = ("compiled", "inputs", "pending")
+    __slots__ = ("compiled", "inputs", "pending", "aliasable")
 
     def __init__(self, compiled, inputs, pending):
         self.compiled, self.inputs, self.pending = compiled, inputs, pending
+        # sources a result could be written into (symgrad.donation), for a program that is not small
+        self.aliasable = () if compiled.small else tuple(sorted(inputs[p] for p in donated.aliasable(compiled.program)))
 
     def run(self, request, dead=()):
         """The program's results; the arrays of the sources in ``dead`` (symgrad.donation) are

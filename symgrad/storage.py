@@ -150,7 +150,8 @@ def _the_write(node, new) -> bool:
 
 # PyTorch's backward formulas that read their result, not their input (derivatives.yaml)
 SAVES_RESULT = frozenset({"exp", "exp2", "expm1", "sigmoid", "tan", "tanh", "relu", "sqrt", "rsqrt", "reciprocal",
-                          "softmax", "log_softmax", "cholesky", "inv", "eigh", "svd"})
+                          "softmax", "log_softmax", "cholesky", "inv", "eigh", "svd",
+                          "rrelu_", "rrelu_with_noise_"})  # rrelu_'s in-place twins (RreluWithNoiseBackward1)
 # ...that read their result and their input
 SAVES_BOTH = frozenset({"max", "min", "cumprod", "prod", "logsumexp", "vector_norm"})
 # ...that keep their index or mask (an integer or bool input) to send the gradient back
@@ -209,11 +210,12 @@ def _refuse(written, saved_output=None) -> None:
     storage, version, new = written
     node = saved_output or new()
     grad_fn = grad_fn_of(node) if node is not None else None
-    made_by = "" if grad_fn is None else f", which is output 0 of {type(grad_fn).__name__.removesuffix('Backward0')}"
+    name = "" if grad_fn is None else type(grad_fn).__name__.removesuffix("Backward0").replace("Backward", "")
+    made_by = f", which is output 0 of {name}," if name else ""  # PyTorch's short names: Exp, Pow1
     kind = f"torch.{dtypes.torch_name(node.dtype)}Tensor" if node is not None else "a tensor"
     shape = list(node.shape) if node is not None else "?"
     raise RuntimeError(f"one of the variables needed for gradient computation has been modified by an inplace "
-                       f"operation: [{kind} {shape}]{made_by}, is at version {storage.version}; expected version "
+                       f"operation: [{kind} {shape}]{made_by} is at version {storage.version}; expected version "
                        f"{version} instead. Hint: enable anomaly detection to find the operation that failed to "
                        f"compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
 

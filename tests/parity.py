@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 NUMBER = re.compile(r"-?(?:\d+\.\d*|\d+)(?:e[+-]\d+)?|nan|-?inf")
 ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 
@@ -32,3 +34,14 @@ def raised(fn, module):
     except Exception as error:  # noqa: BLE001  (the class is what is compared)
         return type(error).__name__
     return None
+
+
+def assert_raises_as_pytorch(make, torch, symgrad):
+    """``make(torch)`` raises; ``make(symgrad)`` raises the same class, its message opening with
+    the first 60 characters of PyTorch's."""
+    with pytest.raises(Exception) as theirs:
+        make(torch)
+    with pytest.raises(type(theirs.value)) as ours:
+        make(symgrad)
+    words = str(theirs.value).split("\n")[0][:60]
+    assert str(ours.value).startswith(words), (str(ours.value), str(theirs.value))

@@ -199,7 +199,7 @@ def _updated_in_place(keep=None):
     sources = (p._node,)
     with symgrad.no_grad():
         p.mul_(2)
-    verdict = donation.dead_sources(p._node, (p._node,), sources, (sources,))
+    verdict = donation.dead_sources(p._node, (p._node,), sources, (0,), (sources,))
     return verdict, kept
 
 

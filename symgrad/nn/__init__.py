@@ -1,19 +1,33 @@
 """``torch.nn``: modules, parameters, initialisation, utilities and the functional API."""
 from symgrad.nn import functional, init, utils
-from symgrad.nn.activation import (CELU, ELU, GELU, SELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid,
-                                   LogSoftmax, Mish, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softmin, Softplus, Softsign,
-                                   Tanh, Tanhshrink)
+from symgrad.nn.adaptive import AdaptiveLogSoftmaxWithLoss, LinearCrossEntropyLoss, LinearCrossEntropyOptions
+from symgrad.nn.attention import MultiheadAttention
+from symgrad.nn.activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh,
+                                   LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, RReLU, Sigmoid, SiLU,
+                                   Softmax, Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanh, Tanhshrink,
+                                   Threshold)
 from symgrad.nn.containers import ModuleDict, ModuleList, Sequential
 from symgrad.nn.convolution import AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, MaxPool2d
-from symgrad.nn.layers import Dropout, Embedding, Flatten, Identity, Linear, Unflatten
+from symgrad.nn.distance import CosineSimilarity, PairwiseDistance
+from symgrad.nn.layers import Bilinear, Dropout, Embedding, Flatten, Identity, Linear, Unflatten
 from symgrad.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
-from symgrad.nn.loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss,
-                             SmoothL1Loss)
+from symgrad.nn.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, GaussianNLLLoss,
+                             HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
+                             MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss,
+                             SmoothL1Loss, SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss)
+from symgrad.nn.loss import CTCLoss
 from symgrad.nn.module import Module, Parameter
 
 __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict",
-           "Identity", "Linear", "Flatten", "Unflatten", "Dropout", "Embedding", "Conv1d", "Conv2d", "MaxPool2d",
-           "AvgPool2d", "AdaptiveAvgPool2d", "LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "CELU", "ELU", "GELU", "SELU", "Hardsigmoid", "Hardswish",
-           "Hardtanh", "LeakyReLU", "LogSigmoid", "LogSoftmax", "Mish", "ReLU", "ReLU6", "Sigmoid", "SiLU",
-           "Softmax", "Softmin", "Softplus", "Softsign", "Tanh", "Tanhshrink", "BCELoss", "BCEWithLogitsLoss",
-           "CrossEntropyLoss", "HuberLoss", "L1Loss", "MSELoss", "NLLLoss", "SmoothL1Loss"]
+           "Identity", "Linear", "Bilinear", "Flatten", "Unflatten", "Dropout", "Embedding", "Conv1d", "Conv2d",
+           "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d",
+           "CELU", "ELU", "GELU", "SELU", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU", "LogSigmoid",
+           "LogSoftmax", "Mish", "ReLU", "ReLU6", "Sigmoid", "SiLU", "Softmax", "Softmin", "Softplus", "Softsign",
+           "Tanh", "Tanhshrink", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "L1Loss",
+           "MSELoss", "NLLLoss", "SmoothL1Loss", "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss",
+           "CosineEmbeddingLoss", "MarginRankingLoss", "HingeEmbeddingLoss", "SoftMarginLoss",
+           "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "TripletMarginLoss",
+           "TripletMarginWithDistanceLoss", "CosineSimilarity", "PairwiseDistance", "GLU", "Hardshrink", "PReLU",
+           "RReLU", "Softmax2d", "Softshrink", "Threshold",
+           "AdaptiveLogSoftmaxWithLoss", "LinearCrossEntropyLoss", "LinearCrossEntropyOptions", "MultiheadAttention",
+           "CTCLoss"]

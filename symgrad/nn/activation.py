@@ -2,8 +2,10 @@
 PyTorch prints it (``LeakyReLU(negative_slope=0.2)``)."""
 from __future__ import annotations
 
+from symgrad import creation
 from symgrad.nn import functional as F
-from symgrad.nn.module import Module
+from symgrad.nn import init
+from symgrad.nn.module import Module, Parameter
 
 
 class _Elementwise(Module):
@@ -136,6 +138,87 @@ class Hardtanh(Module):
         return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
 
 
+class Threshold(Module):
+    def __init__(self, threshold: float, value: float, inplace: bool = False):
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, input):
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"threshold={self.threshold}, value={self.value}" + (", inplace=True" if self.inplace else "")
+
+
+class _Shrink(Module):
+    """Hardshrink, Softshrink: a function of the input and ``lambd``."""
+
+    function = ""
+
+    def __init__(self, lambd: float = 0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):
+        return getattr(F, self.function)(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
+class Hardshrink(_Shrink):
+    function = "hardshrink"
+
+
+class Softshrink(_Shrink):
+    function = "softshrink"
+
+
+class RReLU(Module):
+    """Random slopes in training mode (PyTorch's numbers for a seeded generator), their mean in eval."""
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
+
+
+class PReLU(Module):
+    """A learned slope below 0: one for all channels, or one per channel (dim 1)."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters, self.init = num_parameters, init
+        self.weight = Parameter(creation.zeros(num_parameters, dtype=dtype, device=device))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.constant_(self.weight, self.init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
+class GLU(Module):
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
 class Softplus(Module):
     """``log(1 + exp(beta x)) / beta``, and ``x`` itself where ``beta x > threshold`` (PyTorch's)."""
 
@@ -176,3 +259,12 @@ class LogSoftmax(_Along):
 
 class Softmin(_Along):
     function = "softmin"
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of a (C, H, W) or (N, C, H, W) input."""
+
+    def forward(self, input):
+        if input.dim() not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.dim()}D instead")
+        return F.softmax(input, -3)

@@ -4,10 +4,12 @@ from other ops, composed the same way (so its grad_fn is PyTorch's).
 
 The losses are numerically stable by construction: they are written through ``softplus``
 and ``logsumexp``, which lower to stable JAX forms and whose derivatives (``sigmoid``,
-``softmax``) are defined everywhere, including at a logit of exactly 0.
+``softmax``) are defined everywhere, including at a logit of exactly 0.  The exception is
+``soft_margin_loss``, whose form is PyTorch's kernel's and overflows where PyTorch's does.
 """
 from __future__ import annotations
 
+import math
 import warnings
 import weakref
 
@@ -15,18 +17,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy as sp
+from sympy.codegen.cfunctions import log1p
 
 from symgrad import dtypes, engine, ir
-from symgrad.creation import zeros_like
-from symgrad.grad_mode import is_grad_enabled
+from symgrad.creation import ones, ones_like, zeros, zeros_like
+from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad.ir import ieee
 from symgrad.ir.indexing import flip, take
 from symgrad.ir.linalg import Pad, emit
 from symgrad.ops.dims import dim_index
-from symgrad.ops.elementwise import MINIMUM, elementwise, where
-from symgrad.ops.linalg import einsum
+from symgrad.ops.elementwise import LOGSIGMOID, MINIMUM, elementwise, refuse_kernel, where
+from symgrad.ops.linalg import bmm, einsum, linear
+from symgrad.ops.shape import cat
+from symgrad.ops.reductions import VECTOR_NORM, vector_norm
 from symgrad.ops.registry import Example, Names, Op, register
-from symgrad.tensor import apply
+from symgrad.tensor import Tensor, apply
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -42,7 +47,8 @@ def _reduce(p, node, elementwise, hint):
     total = p.reduce_sum(per_element, axes, False, shape=full_shape)
     if reduction == "sum":
         return total
-    return p.assign(total / max(int(np.prod(full_shape)), 1), (), node.dtype.name, hint + "_mean")
+    count = int(np.prod(full_shape))  # the mean of no elements is NaN, as PyTorch's
+    return p.assign(total / count if count else sp.nan, (), node.dtype.name, hint + "_mean")
 
 
 def _infer_pair(nodes, reduction, *parameters):
@@ -476,6 +482,70 @@ def _cross_entropy_probabilities(logp, target, weight, reduction, label_smoothin
     return apply(DIV_SCALAR, -product.sum(), logp.numel() / classes)
 
 
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None, reduction="mean",
+                         ignore_index=None, label_smoothing=0.0, options=None):
+    """``cross_entropy(linear(input, W, b), target)``, PyTorch's reference path, with its checks in
+    its order. ``options`` (PyTorch's chunked path) is checked and warned about as PyTorch does;
+    the numbers are the reference path's (see ``LinearCrossEntropyOptions``)."""
+    if input.dim() < 1 or input.dim() > 2:
+        raise RuntimeError(f"expected input with dimensionality 1 or 2, got {input.dim()}")
+    if linear_weight.dim() < 2:
+        raise RuntimeError(f"expected linear_weight with dimensionality at least 2, got {linear_weight.dim()}")
+    batches, in_features = tuple(input.shape[:-1]), input.shape[-1]
+    if in_features != linear_weight.shape[-1]:
+        raise RuntimeError("expected equal input and linear_weight last dimensions (in_features), "
+                           f"got {input.shape[-1]} and {linear_weight.shape[-1]}, respectively")
+    classes, out_features = linear_weight.shape[0], tuple(linear_weight.shape[1:-1])
+    if linear_bias is not None and tuple(linear_bias.shape) != (classes, *out_features):
+        raise RuntimeError(f"expected linear_bias shape {(classes, *out_features)}, got {tuple(linear_bias.shape)}")
+    if out_features and not batches:
+        raise RuntimeError(f"K-dimensional loss defined by linear_weight shape {tuple(linear_weight.shape)} requires"
+                           f" batched input, (N, {in_features}), got unbatched input with shape {tuple(input.shape)}")
+    logits_shape = (*batches, classes, *out_features)
+    if tuple(target.shape) == logits_shape and ignore_index is not None:
+        raise RuntimeError("ignore_index cannot be specified when target contains probabilities")
+    if options is not None:
+        _chunking_options(options, input, target, linear_bias, classes, out_features, reduction, label_smoothing)
+    flat = math.prod(out_features, start=classes)
+    if out_features:
+        linear_weight = linear_weight.reshape((flat, in_features))
+        linear_bias = None if linear_bias is None else linear_bias.reshape(flat)
+    logits = linear(input, linear_weight, linear_bias).reshape(logits_shape)
+    return cross_entropy(logits, target, weight=weight, reduction=reduction,
+                         ignore_index=-100 if ignore_index is None else ignore_index, label_smoothing=label_smoothing)
+
+
+def _chunking_options(options, input, target, linear_bias, classes, out_features, reduction, label_smoothing):
+    """PyTorch's warning where its chunked path does not apply; where it does, its chunk-size
+    conflict, and a refusal of an accumulation dtype other than the input's (symgrad computes the
+    reference path, in the input's dtype)."""
+    if out_features or reduction not in {"mean", "sum", "none"} or label_smoothing != 0.0 \
+            or target.dtype != dtypes.int64:
+        warnings.warn(
+            "linear_cross_entropy: ``options`` ignored; chunked path needs reduction in {'mean','sum','none'}, "
+            "label_smoothing == 0, target.dtype == int64, out_features == (). Got "
+            f"reduction={reduction!r}, label_smoothing={label_smoothing}, target.dtype={target.dtype}, "
+            f"out_features={tuple(out_features)}, tracing=False, linear_bias.shape="
+            f"{tuple(linear_bias.shape) if linear_bias is not None else None}.", stacklevel=3)
+        return
+    batches = input.shape[0] if input.dim() == 2 else 1
+    method = options.chunking_method
+    if method not in (None, "auto") and options.batch_chunk_size is not None:
+        factor = int(method.split(":", 1)[1]) if ":" in method else 1
+        target_size = -(-batches // -(-classes // input.shape[-1]))
+        chunk = max(1, min((1 << (target_size - 1).bit_length()) // factor, batches))
+        if chunk != options.batch_chunk_size:
+            raise ValueError(f"batch_chunk_size (={options.batch_chunk_size}) and chunking_method ('{method}') give "
+                             f"different chunk sizes ({options.batch_chunk_size} vs {chunk}); pass only one.")
+    accumulate = options.acc_dtype
+    if accumulate is None and options.acc_policy == "auto" and input.dtype == dtypes.float16:
+        accumulate = dtypes.float32
+    if accumulate is not None and accumulate != input.dtype:
+        raise NotImplementedError(f"linear_cross_entropy: symgrad computes in the input's dtype ({input.dtype}); "
+                                  f"accumulating in {accumulate} (LinearCrossEntropyOptions.acc_dtype) is not "
+                                  "supported")
+
+
 def _known_values(tensor):
     """The tensor's values if they are already computed (a leaf's), else None: checks that
     PyTorch makes eagerly are made here whenever they cost no computation."""
@@ -503,6 +573,198 @@ def _check_labels(target, classes, ignore_index):
 
 
 _checked_last = [None, lambda: None]  # (id, classes, ignore_index) of the labels checked last, a weak reference
+
+
+# ------------------------------------------------------------ margin losses PyTorch writes as kernels
+
+
+def _infer_soft_margin(nodes, reduction):
+    """The loss takes the input's shape and dtype; a target may broadcast to the input, not beyond."""
+    x, t = nodes
+    shape = ir.broadcast_shapes(x.shape, t.shape)
+    if shape != x.shape:
+        raise ValueError(f"output with shape {list(x.shape)} doesn't match the broadcast shape {list(shape)}")
+    return (x.shape if reduction == "none" else ()), x.dtype
+
+
+SOFT_MARGIN = register(Op(
+    "soft_margin_loss", "SoftMarginLossBackward0", _infer_soft_margin,
+    # log1p(exp(-x t)) as PyTorch's kernel writes it: inf (and a NaN gradient) once exp overflows
+    lambda p, node, x, t: _reduce(p, node, ieee.unevaluated(lambda x, t: log1p(sp.exp(-x * t)), x, t),
+                                  "soft_margin")))
+
+
+def _frames(shape) -> tuple:
+    """(frames, classes) of a multi-class margin loss's input: (N, C); a (C,) or 0-d input is one frame."""
+    return tuple(shape) if len(shape) == 2 else (1, shape[0] if shape else 1)
+
+
+def _check_frames(shape):
+    if not (len(shape) == 2 and shape[1] or len(shape) == 1 and shape[0] or not shape):
+        raise ValueError(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: {list(shape)}")
+
+
+def _check_long(target):
+    if target.dtype is not dtypes.int64:
+        raise ValueError(f"expected scalar type Long but found {dtypes.torch_name(target.dtype)}")
+
+
+def _reduce_frames(p, node, per_frame, frames):
+    """A margin loss's reduction of its per-frame losses (``none`` in the target's layout)."""
+    reduction, dtype = node.attrs[0], node.dtype.name
+    if reduction == "none":
+        return p.reshape(per_frame, node.shape)
+    total = p.reduce_sum(per_frame, (0,), False)
+    if reduction == "sum":
+        return total
+    return p.assign(total / max(frames, 1), (), dtype, "margin_mean")
+
+
+def _infer_multi_margin(nodes, reduction, power, margin):
+    x, target, *weight = nodes
+    _check_frames(x.shape)
+    refuse_kernel("multi_margin_loss_cpu_kernel", dtypes.BOOLEAN, dtypes.INTEGER)(nodes)
+    frames, classes = _frames(x.shape)
+    _check_long(target)
+    if len(target.shape) > 1 or int(np.prod(target.shape)) != frames:
+        raise ValueError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+                         f"samples (batch size). Expected target size [{frames}], but got {list(target.shape)}. "
+                         f"Input has shape {list(x.shape)}.")
+    if weight and int(np.prod(weight[0].shape)) != classes:
+        raise ValueError(f"inconsistent weight size, expected {classes} but got {list(weight[0].shape)}")
+    if weight and weight[0].dtype is not x.dtype:
+        raise ValueError(f"expected scalar type {dtypes.torch_name(x.dtype)} but found "
+                         f"{dtypes.torch_name(weight[0].dtype)}")
+    return (target.shape if reduction == "none" else ()), x.dtype
+
+
+def _multi_margin(p, node, x, target, *weight):
+    """Per frame, the sum over the other classes i of max(0, margin - x[y] + x[i])**p (times
+    weight[y]) over C.  A NaN never passes ``> 0``: PyTorch's kernel leaves it out of the loss."""
+    reduction, power, margin = node.attrs
+    frames, classes = _frames(node.inputs[0].shape)
+    shape, dtype = (frames, classes), node.dtype.name
+    x = p.reshape(x, shape)
+    picked = p.one_hot(p.reshape(target, (frames,)), classes, dtype)
+    chosen = p.reduce_sum(p.assign(ir.select(picked, x, 0), shape, dtype, "target_score"), (1,), True)
+    z = p.assign(ieee.unevaluated(lambda c, x: margin - c + x, chosen, x), shape, dtype, "margin")
+    hinge = z if power == 1 else ieee.unevaluated(lambda z: z * z, z)
+    if weight:
+        scale = p.reduce_sum(p.assign(ir.select(picked, weight[0], 0), shape, dtype, "class_weight"), (1,), True)
+        hinge = ieee.unevaluated(lambda h, w: h * w, hinge, scale)
+    counted = p.assign(ir.select(ir.greater(z, 0) * ir.equal(picked, 0), hinge, 0), shape, dtype, "hinge")
+    per_frame = p.assign(p.reduce_sum(counted, (1,), False) / classes, (frames,), dtype, "per_frame")
+    return _reduce_frames(p, node, per_frame, frames)
+
+
+def _reference_multi_margin(x, t, reduction, power, margin):
+    frames, classes = _frames(x.shape)
+    x, t = x.reshape(frames, classes), t.reshape(frames, 1)
+    z = margin - jnp.take_along_axis(x, t, 1) + x
+    per_frame = jnp.where((z > 0) & (jnp.arange(classes) != t), z ** power, 0).sum(1) / classes
+    return {"none": per_frame, "sum": per_frame.sum(), "mean": per_frame.mean()}[reduction]
+
+
+MULTI_MARGIN = register(Op(
+    "multi_margin_loss", "MultiMarginLossBackward0", _infer_multi_margin, _multi_margin,
+    reference=_reference_multi_margin,
+    torch_fn=lambda torch, x, t, reduction, power, margin: torch.nn.functional.multi_margin_loss(
+        x, t, p=power, margin=margin, reduction=reduction),
+    examples=(Example(((4, 5), (4,)), ("mean", 1, 1.0)), Example(((4, 5), (4,)), ("sum", 2, 0.5)),
+              Example(((3, 5), (3,)), ("none", 1, 1.5))),
+    domain=("real", "label")))
+
+
+def _infer_multilabel_margin(nodes, reduction):
+    x, target = nodes
+    _check_frames(x.shape)
+    refuse_kernel("multilabel_margin_loss_forward_out_frame", dtypes.BOOLEAN, dtypes.INTEGER)(nodes)
+    _check_long(target)
+    if target.shape != x.shape:
+        raise ValueError(f"inconsistent target size: {list(target.shape)} for input of size: {list(x.shape)}")
+    return (x.shape[:1] if reduction == "none" and len(x.shape) == 2 else ()), x.dtype
+
+
+def _multilabel_margin(p, node, x, target):
+    """Per frame, the sum over each listed target j (the labels before the first -1, a repeated one
+    counted again) and each class i not listed of max(0, 1 - x[j] + x[i]), over C: every pair of
+    classes is laid out, C**2 values a frame (the kernel's time, not its memory)."""
+    frames, classes = _frames(node.inputs[0].shape)
+    shape, dtype = (frames, classes), node.dtype.name
+    x, target = p.reshape(x, shape), p.reshape(target, shape)
+    ended = p.cumulative(p.assign(ir.less(target, 0), shape, dtype, "terminator"), 1)
+    listed = p.reshape(p.assign(ir.equal(ended, 0), shape, dtype, "listed"), (*shape, 1))
+    labels = p.one_hot(target, classes, dtype)  # (frame, position, class); a -1 has no class
+    counts = p.reduce_sum(p.assign(labels * listed, (*shape, classes), dtype, "listed_label"), (1,), False)
+    pair = (frames, classes, classes)  # (frame, target j, other i)
+    times = p.reshape(counts, (frames, classes, 1))
+    z = p.assign(ieee.unevaluated(lambda a, b: 1 - a + b, p.reshape(x, (frames, classes, 1)),
+                                  p.reshape(x, (frames, 1, classes))), pair, dtype, "margin")
+    others = p.reshape(counts, (frames, 1, classes))
+    counted = ir.select(ir.greater(times, 0) * ir.equal(others, 0) * ir.greater(z, 0),
+                        ieee.unevaluated(lambda z, n: z * n, z, times), 0)
+    per_frame = p.reduce_sum(p.assign(counted, pair, dtype, "hinge"), (1, 2), False)
+    return _reduce_frames(p, node, p.assign(per_frame / classes, (frames,), dtype, "per_frame"), frames)
+
+
+def _reference_multilabel_margin(x, t, reduction):
+    frames, classes = _frames(x.shape)
+    x, t = x.reshape(frames, classes), t.reshape(frames, classes)
+    listed = jnp.cumsum(t < 0, axis=1) == 0
+    counts = (jax.nn.one_hot(t, classes) * listed[..., None]).sum(1)
+    z = 1 - x[:, :, None] + x[:, None, :]
+    counted = (counts[:, :, None] > 0) & (counts[:, None, :] == 0) & (z > 0)
+    per_frame = jnp.where(counted, z * counts[:, :, None], 0).sum((1, 2)) / classes
+    return {"none": per_frame, "sum": per_frame.sum(), "mean": per_frame.mean()}[reduction]
+
+
+MULTILABEL_MARGIN = register(Op(
+    "multilabel_margin_loss", "MultilabelMarginLossBackward0", _infer_multilabel_margin,
+    _multilabel_margin, reference=_reference_multilabel_margin,
+    torch_fn=lambda torch, x, t, reduction: torch.nn.functional.multilabel_margin_loss(x, t, reduction=reduction),
+    examples=(Example(((3, 5), (3, 5)), ("mean",)), Example(((2, 5), (2, 5)), ("none",)),
+              Example(((5,), (5,)), ("sum",))),
+    domain=("real", "label")))
+
+
+def _check_targets(target, low, high, message):
+    """Targets outside [low, high) raise PyTorch's RuntimeError; computed now when they are an op's
+    result (not inside a JAX trace, where a compiled program has no way to raise)."""
+    values = engine.concrete_array(target._node)
+    values = None if values is None else np.asarray(values)
+    if values is not None and values.size and ((values < low) | (values >= high)).any():
+        raise RuntimeError(message)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _reduction(legacy_reduction(size_average, reduce, reduction))
+    _not_differentiable("soft_margin_loss", target=target)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"result type Float can't be cast to the desired output type "
+                           f"{dtypes.torch_name(input.dtype)}")
+    return apply(SOFT_MARGIN, input, target if target.dtype is input.dtype else target.to(input.dtype),
+                 attrs=(reduction,))
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                      reduction="mean"):
+    reduction = _reduction(legacy_reduction(size_average, reduce, reduction))
+    if p != 1 and p != 2:
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and weight.ndim != 1:
+        raise ValueError("weight must be one-dimensional")
+    _not_differentiable("multi_margin_loss", weight=weight)
+    loss = apply(MULTI_MARGIN, input, target, *(() if weight is None else (weight,)),
+                 attrs=(reduction, int(p), float(margin)))
+    _check_targets(target, 0, _frames(input.shape)[1], "target out of range")
+    return loss
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _reduction(legacy_reduction(size_average, reduce, reduction))
+    loss = apply(MULTILABEL_MARGIN, input, target, attrs=(reduction,))
+    _check_targets(target, -1, _frames(input.shape)[1], "argument #2 'target' is out of range")
+    return loss
 
 
 # ------------------------------------------------------------------------ embeddings, padding
@@ -854,8 +1116,16 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
     return _reduced(loss, reduction)
 
 
+# at::norm over dims, which pairwise_distance calls (Tensor.norm is linalg.vector_norm): the same
+# values and gradients under PyTorch's other grad_fn name
+DIM_NORM = register(Op("norm_dim", "NormBackward1", VECTOR_NORM.infer, VECTOR_NORM.build))
+
+
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
-    return (x1 - x2 + eps).norm(p, -1, keepdim=keepdim)
+    """The p-norm of x1 - x2 + eps over the last axis."""
+    difference = x1 - x2 + eps
+    return apply(DIM_NORM, difference, attrs=(int(p) if float(p).is_integer() else float(p),
+                                              (difference.ndim - 1,) if difference.ndim else (), bool(keepdim)))
 
 
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
@@ -868,3 +1138,364 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     if swap:
         negative_distance = apply(MINIMUM, negative_distance, pairwise_distance(positive, negative, p, eps))
     return _reduced(_clamp_min(margin + positive_distance - negative_distance, 0), reduction)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
+                                      reduction="mean"):
+    """max(margin + d(a, p) - d(a, n), 0) for any distance d (``pairwise_distance`` by default)."""
+    _reduction(reduction)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and negative "
+                           f"{negative.ndim}D inputs")
+    distance = pairwise_distance if distance_function is None else distance_function
+    positive_distance, negative_distance = distance(anchor, positive), distance(anchor, negative)
+    if swap:
+        negative_distance = apply(MINIMUM, negative_distance, distance(positive, negative))
+    return _reduced(_clamp_min(margin + positive_distance - negative_distance, 0), reduction)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    """max(margin - x, 0) where target is not 1, plus x where it is not -1, as PyTorch composes it
+    (a target that is neither takes both)."""
+    reduction = _reduction(legacy_reduction(size_average, reduce, reduction))
+    zeros = zeros_like(input)
+    loss = where(target != 1, _clamp_min(margin - input, 0), zeros) + where(target != -1, input, zeros)
+    return _reduced(loss, reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """The mean over classes of -(t log sigmoid(x) + (1 - t) log sigmoid(-x)), as PyTorch composes it
+    (it checks the reduction only at the end)."""
+    if size_average is not None or reduce is not None:
+        reduction = legacy_reduction(size_average, reduce, reduction)
+    if not input.ndim:
+        raise IndexError("Dimension specified as -1 but tensor has no dimensions")
+    loss = -(target * apply(LOGSIGMOID, input) + (1 - target) * apply(LOGSIGMOID, -input))
+    if weight is not None:
+        loss = loss * weight
+    class_dim = input.ndim - 1
+    loss = loss.sum(class_dim) / input.shape[class_dim]
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{reduction} is not valid")
+    return _reduced(loss, reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """0.5 (log var + (input - target)**2 / var), composed as PyTorch composes it: var is clamped
+    to eps in place under no_grad, so its gradient is taken at the clamped value, never masked."""
+    var = _gaussian_variance(input, var)
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{reduction} is not valid")
+    var = var.clone()
+    with no_grad():
+        var.clamp_(min=eps)
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss += 0.5 * math.log(2 * math.pi)
+    return _reduced(loss, reduction)
+
+
+def _gaussian_variance(input, var):
+    """PyTorch's checks of var (no negative entry; one per input entry, or one per row, or broadcast
+    along a single axis), var laid out to broadcast."""
+    if isinstance(var, float):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        return var * ones_like(input)
+    if not isinstance(var, Tensor):
+        raise TypeError(f"any() received an invalid combination of arguments - got ({type(var < 0).__name__})")
+    values = engine.concrete_array(var._node)
+    if values is not None and (np.asarray(values) < 0).any():
+        raise ValueError("var has negative entry/entries")
+    if var.shape == input.shape:
+        return var
+    if input.shape[:-1] == var.shape:
+        return var.unsqueeze(-1)
+    if input.ndim == var.ndim and sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1:
+        return var
+    raise ValueError("var is of incorrect size")
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """<x1 / max(|x1|, eps), x2 / max(|x2|, eps)> along ``dim``, as PyTorch 2 composes it: each norm
+    is clamped on its own, in place under no_grad, so the gradient flows as if it were not."""
+    common = dtypes.promote([(x1.dtype, 2), (x2.dtype, 2)])
+    if not common.is_floating_point:
+        raise RuntimeError(f"expected common dtype to be floating point, yet common dtype is "
+                           f"{dtypes.torch_name(common)}")
+    x1, x2 = (x if x.dtype.is_floating_point else x.to(common) for x in (x1, x2))
+    try:
+        shape = ir.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    except ValueError as error:
+        raise RuntimeError(str(error)) from None
+    x1, x2 = (x if tuple(x.shape) == shape else x.expand(shape) for x in (x1, x2))
+    norms = [vector_norm(x, 2, dim, True).clone() for x in (x1, x2)]
+    with no_grad():
+        for norm in norms:
+            norm.clamp_(min=eps)
+    return ((x1 / norms[0]) * (x2 / norms[1])).sum(dim)
+
+
+# ------------------------------------------------------------------------------- attention
+
+
+_CPP_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int", "int32": "int",
+                   "bool": "bool"}  # how SDPA's messages name dtypes (C++ type names)
+
+
+def _cpp_name(dtype) -> str:
+    return _CPP_TYPE_NAMES.get(dtype.name, dtype.name)
+
+
+def _check_attention(query, key, value, attn_mask, is_causal):
+    """PyTorch's checks of SDPA's inputs (sdp_utils' validate_sdpa_input), in its words."""
+    if not query.dtype == key.dtype == value.dtype:
+        raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got query.dtype: "
+                           f"{_cpp_name(query.dtype)} key.dtype: {_cpp_name(key.dtype)} and value.dtype: "
+                           f"{_cpp_name(value.dtype)} instead.")
+    if min(query.ndim, key.ndim, value.ndim) < 2:
+        raise RuntimeError(f"Expected query, key, and value to all be  at least 2 dimensional, but got query.dim: "
+                           f"{query.ndim} key.dim: {key.ndim} and value.dim: {value.ndim} instead.")
+    if not query.dtype.is_floating_point:
+        raise RuntimeError(f"expected scalar type Float but found {dtypes.torch_name(query.dtype)}")
+    if attn_mask is not None and attn_mask.dtype is not dtypes.bool_ and attn_mask.dtype is not query.dtype:
+        raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+                           f"attn_mask.dtype: {_cpp_name(attn_mask.dtype)} and  query.dtype: {_cpp_name(query.dtype)} "
+                           "instead.")
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
+
+
+def _grouped(key, value, heads):
+    """GQA: each key/value head repeated (repeat_interleave on dim -3) to the query's head count."""
+    if key.ndim < 3 or heads % key.shape[-3] or heads % value.shape[-3]:
+        raise RuntimeError("Number of heads in key and value must divide the number of heads in query")
+
+    def repeated(t):
+        times = heads // t.shape[-3]
+        lead, h, rest = t.shape[:-3], t.shape[-3], t.shape[-2:]
+        return t.unsqueeze(-3).expand(*lead, h, times, *rest).reshape(*lead, h * times, *rest)
+    return repeated(key), repeated(value)
+
+
+def _safe_softmax(scores):
+    """PyTorch's ``_safe_softmax``: softmax over the last axis, 0 (value and gradient) on rows that are
+    all -inf. The softmax is taken of 0 on those rows, so no NaN reaches its derivative."""
+    empty = (scores == float("-inf")).all(-1, keepdim=True)
+    return where(empty, 0.0, softmax(where(empty, 0.0, scores), -1))
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """softmax(q k^T * scale + mask) v as PyTorch's math path composes it: q and k each scaled by
+    sqrt(scale), a boolean mask turned into 0 / -inf and added, rows masked whole giving 0, and the
+    weights dropped out by ``dropout`` (PyTorch's seeded mask)."""
+    _check_attention(query, key, value, attn_mask, is_causal)
+    factor = math.sqrt(abs(scale) if scale is not None else 1 / math.sqrt(query.shape[-1]))
+    q = query * (-factor if scale is not None and scale < 0 else factor)
+    if is_causal:
+        attn_mask = ones(query.shape[-2], key.shape[-2], dtype=dtypes.bool_).tril()
+    if enable_gqa:
+        key, value = _grouped(key, value, query.shape[-3])
+    scores = q.matmul(key.transpose(-2, -1) * factor)
+    if attn_mask is not None:
+        if attn_mask.dtype is dtypes.bool_:
+            attn_mask = where(attn_mask, 0.0, float("-inf")).to(query.dtype)
+        scores = scores + attn_mask
+    weights = _safe_softmax(scores)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, True)
+    return weights.matmul(value)
+
+
+def _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads) -> bool:
+    """PyTorch's checks of MultiheadAttention's ranks; True for batched (3-D) input."""
+    if query.dim() not in (2, 3):
+        raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received {query.dim()}-D query "
+                             "tensor")
+    batched = query.dim() == 3
+    kind = "batched (3-D)" if batched else "unbatched (2-D)"
+    if key.dim() != query.dim() or value.dim() != query.dim():
+        raise AssertionError(f"For {kind} `query`, expected `key` and `value` to be {query.dim()}-D but found "
+                             f"{key.dim()}-D and {value.dim()}-D tensors respectively")
+    if key_padding_mask is not None and key_padding_mask.dim() != query.dim() - 1:
+        raise AssertionError(f"For {kind} `query`, expected `key_padding_mask` to be `None` or {query.dim() - 1}-D "
+                             f"but found {key_padding_mask.dim()}-D tensor instead")
+    if attn_mask is not None:
+        if attn_mask.dim() not in (2, 3):
+            raise AssertionError(f"For {kind} `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found "
+                                 f"{attn_mask.dim()}-D tensor instead")
+        expected = (num_heads, query.shape[0], key.shape[0])
+        if not batched and attn_mask.dim() == 3 and tuple(attn_mask.shape) != expected:
+            raise AssertionError(f"Expected `attn_mask` shape to be {expected} but got {attn_mask.shape}")
+    return batched
+
+
+def _canonical_mask(mask, mask_name, other_type, other_name, target_type, check_other=True):
+    """A boolean mask as a float one (-inf where True), as PyTorch's ``_canonical_mask``."""
+    if mask is None:
+        return None
+    if mask.dtype is not dtypes.bool_ and not mask.dtype.is_floating_point:
+        raise AssertionError(f"only bool and floating types of {mask_name} are supported")
+    if check_other and other_type is not None and mask.dtype is not other_type:
+        warnings.warn(f"Support for mismatched {mask_name} and {other_name} is deprecated. Use same type for both "
+                      "instead.", stacklevel=3)
+    if not mask.dtype.is_floating_point:
+        mask = zeros_like(mask, dtype=target_type).masked_fill(mask, float("-inf"))
+    return mask
+
+
+def _in_projection(query, key, value, weights, biases):
+    """q, k, v projected by their own weights (PyTorch's ``_in_projection``, with its checks)."""
+    e = query.size(-1)
+    for name, x, w in zip(("query", "key", "value"), (query, key, value), weights):
+        if tuple(w.shape) != (e, x.size(-1)):
+            raise AssertionError(f"expecting {name} weights shape of {(e, x.size(-1))}, but got {w.shape}")
+    return [linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases)]
+
+
+def _mha_masks(attn_mask, key_padding_mask, is_causal, need_weights, query):
+    """PyTorch's mask preparation: both made float; a causal hint kept only where SDPA can use it."""
+    key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask",
+                                       None if attn_mask is None else attn_mask.dtype, "attn_mask", query.dtype)
+    if is_causal and attn_mask is None:
+        raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+                           "method `generate_square_subsequent_mask` to create this mask.")
+    if is_causal and key_padding_mask is None and not need_weights:
+        return None, key_padding_mask, True
+    attn_mask = _canonical_mask(attn_mask, "attn_mask", None, "", query.dtype, check_other=False)
+    return attn_mask, key_padding_mask, is_causal and key_padding_mask is None
+
+
+def _mha_attn_mask_3d(attn_mask, heads, tgt_len, src_len):
+    if attn_mask.dim() == 2:
+        if tuple(attn_mask.shape) != (tgt_len, src_len):
+            raise RuntimeError(f"The shape of the 2D attn_mask is {attn_mask.shape}, but should be "
+                               f"{(tgt_len, src_len)}.")
+        return attn_mask.unsqueeze(0)
+    if attn_mask.dim() == 3:
+        if tuple(attn_mask.shape) != (heads, tgt_len, src_len):
+            raise RuntimeError(f"The shape of the 3D attn_mask is {attn_mask.shape}, but should be "
+                               f"{(heads, tgt_len, src_len)}.")
+        return attn_mask
+    raise RuntimeError(f"attn_mask's dimension {attn_mask.dim()} is not supported")
+
+
+def _mha_project(query, key, value, in_proj_weight, in_proj_bias, separate):
+    """The in-projection, packed (PyTorch's ``_in_projection_packed``: one weight's thirds) or separate."""
+    if not separate:
+        if in_proj_weight is None:
+            raise AssertionError("use_separate_proj_weight is False but in_proj_weight is None")
+        if tuple(key.shape) != tuple(value.shape):
+            raise AssertionError(f"key shape {key.shape} does not match value shape {value.shape}")
+        weights = in_proj_weight.chunk(3)
+    else:
+        if tuple(key.shape[:2]) != tuple(value.shape[:2]):
+            raise AssertionError(f"key's sequence and batch dims {key.shape[:2]} do not match value's "
+                                 f"{value.shape[:2]}")
+        for name, w in zip("qkv", in_proj_weight):
+            if w is None:
+                raise AssertionError(f"use_separate_proj_weight is True but {name}_proj_weight is None")
+        weights = in_proj_weight
+    biases = (None,) * 3 if in_proj_bias is None else in_proj_bias.chunk(3)
+    if separate:
+        return _in_projection(query, key, value, weights, biases)
+    return [linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases)]
+
+
+def _mha_extend(k, v, attn_mask, key_padding_mask, bias_k, bias_v, add_zero_attn, bsz, heads, head_dim):
+    """bias_k/bias_v appended along the sequence (k, v still (S, N, E)), then, after the heads are
+    split, a zero key and value; each masked in as 0 (attended)."""
+    if (bias_k is None) != (bias_v is None):
+        raise AssertionError(f"bias_{'k' if bias_v is None else 'v'} is set but bias_{'v' if bias_v is None else 'k'}"
+                             " is None")
+    if bias_k is not None:
+        k, v = cat([k, bias_k.repeat(1, bsz, 1)]), cat([v, bias_v.repeat(1, bsz, 1)])
+    k = k.reshape(k.shape[0], bsz * heads, head_dim).transpose(0, 1)
+    v = v.reshape(v.shape[0], bsz * heads, head_dim).transpose(0, 1)
+    if add_zero_attn:
+        k = cat([k, zeros(bsz * heads, 1, head_dim, dtype=k.dtype)], 1)
+        v = cat([v, zeros(bsz * heads, 1, head_dim, dtype=v.dtype)], 1)
+    grown = (bias_k is not None) + bool(add_zero_attn)
+    if grown:
+        attn_mask = None if attn_mask is None else pad(attn_mask, (0, grown))
+        key_padding_mask = None if key_padding_mask is None else pad(key_padding_mask, (0, grown))
+    return k, v, attn_mask, key_padding_mask
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+                                 bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
+                                 training=True, key_padding_mask=None, need_weights=True, attn_mask=None,
+                                 use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None,
+                                 v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True,
+                                 is_causal=False):
+    """PyTorch's composition, step for step: (L, N, E) inputs (or unbatched (L, E)); returns the
+    output and the attention weights (averaged over heads, or per head), or None for them."""
+    if static_k is not None or static_v is not None:
+        _unsupported("multi_head_attention_forward", static_k=static_k, static_v=static_v)
+    batched = _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads)
+    if not batched:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        key_padding_mask = None if key_padding_mask is None else key_padding_mask.unsqueeze(0)
+    tgt_len, bsz, embed_dim = query.shape
+    attn_mask, key_padding_mask, is_causal = _mha_masks(attn_mask, key_padding_mask, is_causal, need_weights, query)
+    if embed_dim != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but got {embed_dim}")
+    head_dim = embed_dim // num_heads
+    if head_dim * num_heads != embed_dim:
+        raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
+    weights = (q_proj_weight, k_proj_weight, v_proj_weight) if use_separate_proj_weight else in_proj_weight
+    q, k, v = _mha_project(query, key, value, weights, in_proj_bias, use_separate_proj_weight)
+    if attn_mask is not None:
+        attn_mask = _mha_attn_mask_3d(attn_mask, bsz * num_heads, tgt_len, key.shape[0])
+    q = q.reshape(tgt_len, bsz * num_heads, head_dim).transpose(0, 1)
+    k, v, attn_mask, key_padding_mask = _mha_extend(k, v, attn_mask, key_padding_mask, bias_k, bias_v, add_zero_attn,
+                                                    bsz, num_heads, head_dim)
+    src_len = k.size(1)
+    if key_padding_mask is not None:
+        attn_mask = _merge_key_padding(attn_mask, key_padding_mask, bsz, num_heads, src_len)
+    dropout_p = dropout_p if training else 0.0
+    attend = _mha_weighted if need_weights else _mha_sdpa
+    output, weights = attend(q, k, v, attn_mask, dropout_p, is_causal, bsz, num_heads, tgt_len, src_len)
+    output = linear(output, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, embed_dim)
+    if weights is not None and average_attn_weights:
+        weights = weights.mean(dim=1)
+    if not batched:
+        output = output.squeeze(1)
+        weights = None if weights is None else weights.squeeze(0)
+    return output, weights
+
+
+def _merge_key_padding(attn_mask, key_padding_mask, bsz, heads, src_len):
+    """The key padding mask (N, S), checked, repeated per head and added to the attention mask."""
+    for axis, size in enumerate((bsz, src_len)):
+        if key_padding_mask.shape[axis] != size:
+            raise AssertionError(f"Expected key_padded_mask.shape[{axis}] to be {size}, but got "
+                                 f"{key_padding_mask.shape[axis]}")
+    key_padding_mask = key_padding_mask.reshape(bsz, 1, 1, src_len).expand(bsz, heads, 1, src_len).reshape(
+        bsz * heads, 1, src_len)
+    return key_padding_mask if attn_mask is None else attn_mask + key_padding_mask
+
+
+def _mha_weighted(q, k, v, attn_mask, dropout_p, is_causal, bsz, heads, tgt_len, src_len):
+    """The weights made explicitly (softmax of the scaled scores plus the mask; a row masked whole is NaN)."""
+    if is_causal and attn_mask is None:
+        raise AssertionError("FIXME: is_causal not implemented for need_weights")
+    scores = bmm(q * math.sqrt(1.0 / float(q.shape[-1])), k.transpose(-2, -1))
+    weights = softmax(scores if attn_mask is None else attn_mask + scores, dim=-1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, p=dropout_p)
+    output = bmm(weights, v).transpose(0, 1).reshape(tgt_len * bsz, heads * q.shape[-1])
+    return output, weights.reshape(bsz, heads, tgt_len, src_len)
+
+
+def _mha_sdpa(q, k, v, attn_mask, dropout_p, is_causal, bsz, heads, tgt_len, src_len):
+    if attn_mask is not None:
+        attn_mask = (attn_mask.unsqueeze(0) if attn_mask.size(0) == 1 and attn_mask.dim() == 3
+                     else attn_mask.reshape(bsz, heads, -1, src_len))
+    q, k, v = (x.reshape(bsz, heads, x.shape[1], x.shape[2]) for x in (q, k, v))
+    output = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
+    return output.permute(2, 0, 1, 3).reshape(bsz * tgt_len, heads * q.shape[-1]), None

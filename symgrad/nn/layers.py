@@ -1,4 +1,4 @@
-"""Layers: ``Identity``, ``Linear``, ``Flatten``, ``Unflatten``, ``Dropout``, ``Embedding``.
+"""Layers: ``Identity``, ``Linear``, ``Bilinear``, ``Flatten``, ``Unflatten``, ``Dropout``, ``Embedding``.
 
 Parameters are made as PyTorch makes them (``nn.init`` on the same generator, in the same
 order), so a seeded layer holds PyTorch's weights."""
@@ -26,6 +26,16 @@ def _empty(*shape, dtype=None, device=None) -> Parameter:
     return Parameter(Tensor(lazy_leaf(constant(0.0, shape, dtype or dtypes.get_default_dtype()))))
 
 
+def _weight_and_bias(module, weight_shape: tuple, bias: bool, dtype, device) -> None:
+    """``module.weight`` of ``weight_shape`` and a ``bias`` of its first size (or ``bias``
+    registered as None), as PyTorch's layers make them before ``reset_parameters`` fills them."""
+    module.weight = _empty(*weight_shape, dtype=dtype, device=device)
+    if bias:
+        module.bias = _empty(weight_shape[0], dtype=dtype, device=device)
+    else:
+        module.register_parameter("bias", None)
+
+
 class Identity(Module):
     def __init__(self, *args, **kwargs):
         super().__init__()
@@ -40,11 +50,7 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.weight = _empty(out_features, in_features, dtype=dtype, device=device)
-        if bias:
-            self.bias = _empty(out_features, dtype=dtype, device=device)
-        else:
-            self.register_parameter("bias", None)
+        _weight_and_bias(self, (out_features, in_features), bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -60,6 +66,32 @@ class Linear(Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Bilinear(Module):
+    """``y = x1 W x2 + b``; W and b drawn from U(+-1/sqrt(in1_features)) as PyTorch draws them."""
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True, device=None,
+                 dtype=None):
+        super().__init__()
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        _weight_and_bias(self, (out_features, in1_features, in2_features), bias, dtype, device)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.in1_features <= 0:
+            raise ValueError(f"in1_features must be > 0, but got (in1_features={self.in1_features})")
+        bound = 1 / math.sqrt(self.weight.size(1))
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
 
 
 class Flatten(Module):

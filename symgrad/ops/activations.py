@@ -1,27 +1,32 @@
 """``torch.nn.functional`` activations, one registry entry each: a SymPy form, from which SymPy
 derives the gradient; at kinks the form's branches are PyTorch's (``select`` takes the branch
-PyTorch's backward takes there: leaky_relu's slope at 0, hardswish's 0 at -3 and 1 at 3).
-Activations that PyTorch itself composes (softsign, tanhshrink, softmin) are compositions here
-too, so their ``grad_fn`` is PyTorch's."""
+PyTorch's backward takes there: leaky_relu's slope at 0, hardswish's 0 at -3 and 1 at 3, the
+shrinks' 0 at exactly lambd).  Activations that PyTorch itself composes (softsign, tanhshrink,
+softmin) are compositions here too, so their ``grad_fn`` is PyTorch's."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import sympy as sp
 from sympy.codegen.cfunctions import expm1
 
-from symgrad import dtypes, ir
+from symgrad import dtypes, engine, ir, random
 from symgrad.ir import ieee
 from symgrad.inplace import apply_inplace
+from symgrad.nodes import leaf
+from symgrad.ops.dims import dim_index
 from symgrad.ops.elementwise import DIV, SOFTPLUS, SUB, elementwise, refuse_bool, refuse_kernel
-from symgrad.ops.registry import Example, Names
-from symgrad.tensor import apply
+from symgrad.ops.registry import Example, Names, Op, register
+from symgrad.tensor import Tensor, apply
 
 KINKED = ("kinked",)
 NOT_FLOAT = (dtypes.BOOLEAN, dtypes.INTEGER)  # PyTorch's activation kernels take floats only
 WITH_PARAMETER = (Example(((3, 4), ()), scalars={1: 0.2}), Example(((7,), ()), scalars={1: 1.5}))
+SHRINK = (Example(((3, 4), ()), scalars={1: 0.5}), Example(((7,), ()), scalars={1: 1.5}))  # the kinks' values
 SQRT_HALF, SQRT_2_OVER_PI = 1 / math.sqrt(2), math.sqrt(2 / math.pi)
 
 
@@ -29,12 +34,26 @@ def _functional(name, inplace=False):
     return Names(functional=(name,), functional_inplace=inplace)
 
 
+def _leaky(a, slope):
+    """x above 0, else x times the slope (NaN takes the slope's side, as in PyTorch's backward)."""
+    return ir.select(ir.greater(a, 0), a, a * slope)
+
+
+def _shrunk(a, lambd, between, above, below):
+    """``between`` where -lambd <= x <= lambd (no gradient), else ``above`` where x > lambd and
+    ``below`` elsewhere (NaN too, which passes the gradient): PyTorch's scalar CPU loop.  Its
+    vectorized loop, which computes most of a large tensor, differs at NaN and in the sign of
+    softshrink's zeros (docs/api.md)."""
+    inside = ir.greater_equal(a, -lambd) * ir.less_equal(a, lambd)
+    return ir.select(inside, between, ir.select(ir.greater(a, lambd), above, below))
+
+
 def _elu_like(a, negative):
     """``negative`` at and below 0, else ``a``: NaN takes the positive side, as in PyTorch."""
     return ir.select(ir.less_equal(a, 0), negative, a)
 
 
-LEAKY_RELU = elementwise("leaky_relu", "LeakyReluBackward0", lambda a, s: ir.select(ir.greater(a, 0), a, a * s),
+LEAKY_RELU = elementwise("leaky_relu", "LeakyReluBackward0", _leaky,
                          reference=lambda a, s: jnp.where(a > 0, a, a * s),
                          torch_fn=lambda t, a, s: t.nn.functional.leaky_relu(a, s), examples=WITH_PARAMETER,
                          domain=("kinked", "real"), refuse=refuse_kernel("leaky_relu_cpu", *NOT_FLOAT))
@@ -75,6 +94,43 @@ SOFTPLUS_SCALED = elementwise(
     torch_fn=lambda t, a, beta, threshold: t.nn.functional.softplus(a, beta, threshold),
     examples=(Example(((3, 4), (), ()), scalars={1: 2.0, 2: 1.0}), Example(((7,), (), ()), scalars={1: 0.5, 2: 20.0})),
     refuse=refuse_kernel("softplus_cpu", *NOT_FLOAT))
+
+HARDSHRINK = elementwise("hardshrink", "HardshrinkBackward0", lambda a, lambd: _shrunk(a, lambd, 0, a, a),
+                         reference=lambda a, lambd: jnp.where(jnp.abs(a) <= lambd, 0.0, a),
+                         torch_fn=lambda t, a, lambd: t.nn.functional.hardshrink(a, lambd), examples=SHRINK,
+                         domain=("kinked", "real"), refuse=refuse_kernel("hardshrink_cpu", *NOT_FLOAT))
+SOFTSHRINK = elementwise(
+    "softshrink", "SoftshrinkBackward0",
+    lambda a, lambd: _shrunk(a, lambd, a * 0, a - lambd, a + lambd),
+    reference=lambda a, lambd: jnp.where(jnp.abs(a) <= lambd, 0.0, a - jnp.sign(a) * lambd),
+    torch_fn=lambda t, a, lambd: t.nn.functional.softshrink(a, lambd), examples=SHRINK, domain=("kinked", "real"),
+    refuse=refuse_kernel("softshrink_check", *NOT_FLOAT))
+THRESHOLD = elementwise("threshold", "ThresholdBackward0",
+                        lambda a, threshold, value: ir.select(ir.less_equal(a, threshold), value, a),
+                        reference=lambda a, threshold, value: jnp.where(a <= threshold, value, a),
+                        torch_fn=lambda t, a, threshold, value: t.threshold(a, threshold, value),
+                        examples=(Example(((3, 4), (), ()), scalars={1: 0.5, 2: -2.0}),
+                                  Example(((7,), (), ()), scalars={1: -1.5, 2: 3.0})),
+                        domain=("kinked", "real", "real"), refuse=refuse_kernel("threshold_cpu", dtypes.BOOLEAN))
+RRELU = elementwise("rrelu", "RreluWithNoiseBackward0", _leaky,  # evaluation: the bounds' mean as the slope
+                    reference=lambda a, slope: jnp.where(a > 0, a, a * slope),
+                    torch_fn=lambda t, a, slope: t.nn.functional.rrelu(a, slope, slope), examples=WITH_PARAMETER,
+                    domain=("kinked", "real"), refuse=refuse_kernel("leaky_relu_cpu", *NOT_FLOAT))
+# Training: the slopes drawn (symgrad.random.rrelu_noise), 1 above 0; the gradient is noise * cotangent,
+# PyTorch's.  Its noise is drawn from the input's values, so no generic example: test_nn_activations.py.
+RRELU_WITH_NOISE = elementwise("rrelu_with_noise", "RreluWithNoiseBackward0", lambda a, noise: a * noise,
+                               examples=(), refuse=refuse_kernel("rrelu_with_noise_out_cpu", *NOT_FLOAT))
+
+
+def _in_place(op: Op, grad_fn: str) -> Op:
+    """PyTorch's in-place twin of ``op`` (``threshold_``): the same values and gradient, its own
+    backward node, which may keep other tensors (the result: symgrad.storage)."""
+    return register(dataclasses.replace(op, name=f"{op.name}_", grad_fn=grad_fn, examples=(), public=[]))
+
+
+THRESHOLD_IN_PLACE = _in_place(THRESHOLD, "ThresholdBackward1")
+RRELU_IN_PLACE = _in_place(RRELU, "RreluWithNoiseBackward1")
+RRELU_WITH_NOISE_IN_PLACE = _in_place(RRELU_WITH_NOISE, "RreluWithNoiseBackward1")
 
 
 def _hardsigmoid(a):
@@ -154,3 +210,166 @@ def softsign(input):
 def tanhshrink(input):
     """x - tanh(x), composed as PyTorch composes it (SubBackward0)."""
     return input - input.tanh()
+
+
+def _in_dtype(value, input):
+    """A number argument as PyTorch's kernel reads it: in the input's dtype (an integer tensor's
+    truncated; refused beyond the dtype's range).  Bool inputs, which these kernels refuse, keep it."""
+    return value if input.dtype is dtypes.bool_ else dtypes.number_in(value, input.dtype)
+
+
+@HARDSHRINK.publish(Names(function=("hardshrink",), functional=("hardshrink",), method=("hardshrink",)))
+def hardshrink(input, lambd=0.5):
+    return apply(HARDSHRINK, input, _in_dtype(lambd, input))
+
+
+@SOFTSHRINK.publish(Names(functional=("softshrink",)))
+def softshrink(input, lambd=0.5):
+    if input.dtype.is_floating_point:
+        largest = float(np.finfo(input.dtype.numpy).max)
+        if not 0 <= lambd <= largest:
+            raise RuntimeError(f"lambda must be in range [0, {largest:g}] for input dtype "
+                               f"{dtypes.torch_name(input.dtype)}, but found {lambd:g}")
+    return apply(SOFTSHRINK, input, _in_dtype(lambd, input))
+
+
+@THRESHOLD.publish(Names(function=("threshold",), functional=("threshold",)))
+def threshold(input, threshold, value, inplace=False):
+    """``value`` where x <= threshold, else x."""
+    if inplace:
+        return threshold_(input, threshold, value)
+    return _thresholded(THRESHOLD, input, threshold, value)
+
+
+@THRESHOLD_IN_PLACE.publish(Names(function=("threshold_",), functional=("threshold_",)))
+def threshold_(input, threshold, value):
+    return apply_inplace(input, "threshold_", lambda: _thresholded(THRESHOLD_IN_PLACE, input, threshold, value))
+
+
+def _thresholded(op, input, threshold, value):
+    return apply(op, input, _in_dtype(threshold, input), _in_dtype(value, input))
+
+
+def _along_channels(ndim: int, weight_shape) -> tuple:
+    """The shape PyTorch's prelu gives the weight for an input of ``ndim`` dims: its values along dim 1."""
+    shape = [1] * ndim
+    if ndim > 1:
+        shape[1] = math.prod(weight_shape)
+    return tuple(shape)
+
+
+def _build_prelu(p, node, x, weight):
+    """PyTorch's kernel, x above 0 and else weight * x, with the weight reshaped inside the op (a
+    reshape recorded outside would be a view that a later write to the weight does not reach)."""
+    a, w = node.inputs
+    shape = _along_channels(len(a.shape), w.shape)
+    if w.shape != shape:
+        weight = p.reshape(weight, shape)
+    form = ieee.unevaluated(lambda a, w: ir.select(ir.greater(a, 0), a, w * a), x, weight)
+    return p.assign(form, node.shape, node.dtype.name, "prelu")
+
+
+def _infer_prelu(nodes):
+    refuse_kernel("prelu_cpu", *NOT_FLOAT)(nodes)
+    return nodes[0].shape, nodes[0].dtype
+
+
+PRELU = register(Op("prelu", "PreluKernelBackward0", _infer_prelu, _build_prelu,
+                    reference=lambda a, w: jnp.where(a > 0, a, jnp.reshape(w, _along_channels(a.ndim, w.shape)) * a),
+                    torch_fn=lambda t, a, weight: t.prelu(a, weight),
+                    examples=(Example(((3, 4), (4,))), Example(((2, 3, 2), (3,))), Example(((5,), ())),
+                              Example(((2, 3), (1,)))),
+                    domain=("kinked", "real")))
+
+
+@PRELU.publish(Names(function=("prelu",), functional=("prelu",), method=("prelu",)))
+def prelu(input, weight):
+    """One weight per channel (dim 1), or one for all (PyTorch's checks, in its order)."""
+    if not isinstance(weight, Tensor):
+        raise TypeError(f"prelu(): argument 'weight' (position 2) must be Tensor, not {type(weight).__name__}")
+    if input.dtype is not weight.dtype:
+        raise RuntimeError(f"prelu: Type promoting not supported. Got {dtypes.torch_name(input.dtype)} and "
+                           f"{dtypes.torch_name(weight.dtype)}")
+    if weight.numel() != 1:
+        if input.ndim == 0:
+            raise RuntimeError("Not allow zero-dim input tensor.")
+        channels = input.shape[1] if input.ndim > 1 else 1
+        if channels != weight.numel():
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+                               f"{weight.numel()} and channel size = {channels}.")
+    if weight.ndim > 1:
+        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.ndim}")
+    return apply(PRELU, input, weight)
+
+
+def _infer_glu(nodes, dim):
+    (x,) = nodes
+    if x.shape[dim] % 2:
+        raise ValueError(f"Halving dimension must be even, but dimension {dim} is size {x.shape[dim]}")
+    refuse_kernel("glu_cpu", *NOT_FLOAT)(nodes)
+    return (*x.shape[:dim], x.shape[dim] // 2, *x.shape[dim + 1:]), x.dtype
+
+
+def _build_glu(p, node, x):
+    """The first half of ``dim`` times the sigmoid of the second, as PyTorch's kernel computes it."""
+    (dim,) = node.attrs
+    shape = node.inputs[0].shape
+    half = shape[dim] // 2
+    halves = []
+    for start in (0, half):
+        spec = [(1, 0, n, 1) for n in shape]
+        spec[dim] = (1, start, start + half, 1)
+        halves.append(p.index(x, spec))
+    return p.assign(ieee.unevaluated(lambda a, b: a * ir.sigmoid(b), *halves), node.shape, node.dtype.name, "glu")
+
+
+GLU = register(Op("glu", "GluBackward0", _infer_glu, _build_glu,
+                  reference=lambda x, dim: jax.nn.glu(x, axis=dim),
+                  torch_fn=lambda t, x, dim: t.nn.functional.glu(x, dim),
+                  examples=(Example(((4, 6),), (1,)), Example(((4, 6),), (0,)), Example(((2, 3, 4),), (2,)))))
+
+
+@GLU.publish(Names(functional=("glu",)))
+def glu(input, dim=-1):
+    if input.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    return apply(GLU, input, attrs=(dim_index(dim, input.ndim),))
+
+
+@RRELU.publish(Names(functional=("rrelu",)))
+def rrelu_functional(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """``F.rrelu``: torch.rrelu's arguments, with ``inplace`` where torch.rrelu takes a generator."""
+    return (rrelu_ if inplace else rrelu)(input, lower, upper, training)
+
+
+@RRELU.publish(Names(function=("rrelu",)))
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    return _rrelu(input, lower, upper, training, generator, (RRELU, RRELU_WITH_NOISE))
+
+
+@RRELU_IN_PLACE.publish(Names(function=("rrelu_",), functional=("rrelu_",)))
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    return apply_inplace(input, "rrelu_", lambda: _rrelu(input, lower, upper, training, generator,
+                                                         (RRELU_IN_PLACE, RRELU_WITH_NOISE_IN_PLACE)))
+
+
+def _rrelu(input, lower, upper, training, generator, ops):
+    """In training each value at or below 0 is multiplied by its own slope, drawn uniformly in
+    [lower, upper) from ``generator`` as PyTorch draws it; in evaluation by (lower + upper) / 2.
+    ``ops``: the evaluation's and the training's."""
+    for name, bound in (("lower", lower), ("upper", upper)):
+        if not math.isfinite(bound):
+            raise RuntimeError(f"rrelu: {name} bound must be finite, got {float(bound)}")
+    if lower > upper:
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound")
+    evaluation, with_noise = ops
+    if not training:
+        return apply(evaluation, input, _in_dtype((lower + upper) / 2, input))
+    refuse_kernel("rrelu_with_noise_out_cpu", *NOT_FLOAT)((input._node,))
+    lower, upper = _in_dtype(lower, input), _in_dtype(upper, input)
+    values = engine.concrete_array(input._node)
+    if values is None:
+        raise RuntimeError("rrelu in training draws a slope for each value at or below 0: it needs the input's "
+                           "values now, and a JAX trace does not have them")
+    noise = random.rrelu_noise(generator or random.default_generator, np.asarray(values), input.dtype, lower, upper)
+    return apply(with_noise, input, Tensor(leaf(jnp.asarray(noise), input.dtype)))

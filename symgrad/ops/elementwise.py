@@ -77,7 +77,8 @@ def elementwise(name, grad_fn, form, *, float_result=False, saves=True, referenc
                 examples=None, domain=None, names: Names | None = None, refuse=None) -> Op:
     """Register an op whose value is ``form`` applied to its inputs' symbols; with ``names``, its
     public function ``name(input, ...)`` goes by them.  ``refuse(nodes)`` raises PyTorch's error
-    for inputs PyTorch has no kernel for (``refuse_kernel``, ``refuse_bool``)."""
+    for inputs PyTorch has no kernel for (``refuse_kernel``, ``refuse_bool``).  ``examples=()``: an op
+    the generic tests cannot drive (its own test file checks it)."""
     code = getattr(form, "__code__", None)  # a lambda or sympy.sqrt(arg, evaluate=None); else a SymPy head
     arity = code.co_argcount - len(form.__defaults__ or ()) if code else min(form.nargs)
 
@@ -98,7 +99,7 @@ def elementwise(name, grad_fn, form, *, float_result=False, saves=True, referenc
 
     op = register(Op(name, grad_fn, infer, build,
                      saves=saves, reference=reference, torch_fn=torch_fn,
-                     examples=examples or (UNARY if arity == 1 else BINARY),
+                     examples=(UNARY if arity == 1 else BINARY) if examples is None else examples,
                      domain=domain or ("real",) * arity, elementwise=True))
     if names is not None:
         op.publish(names)(public_function(op, arity))
