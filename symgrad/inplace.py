@@ -154,6 +154,12 @@ def apply_inplace(tensor: Tensor, name: str, compute, operands=()) -> Tensor:
     ``tensor`` moves to it (cast back to its dtype; PyTorch's errors for a wider dtype or a shape
     that broadcasting changed, for a leaf that requires grad under grad mode, and for ``operands``
     that share some of its elements)."""
+    cycle, result = _grad_state.cycle, None
+    if cycle is not None and cycle.replaying:  # symgrad.replaying: checked against the trace first
+        result = compute()
+        if cycle.write(tensor, result):
+            return tensor
+        cycle = _grad_state.cycle  # fell back: the cycle recording the rest
     node = tensor._node
     if tensor._view is not None or tensor._inference:
         check_writable(tensor, name)
@@ -163,10 +169,8 @@ def apply_inplace(tensor: Tensor, name: str, compute, operands=()) -> Tensor:
         raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation "
                            f"({name} on shape {tuple(node.shape)}, {node.dtype}); wrap it in "
                            f"torch.no_grad() to update it without recording.")
-    cycle = _grad_state.cycle
-    result = compute()
-    if cycle is not None and cycle.replaying and cycle.write(tensor, result):  # symgrad.cycles
-        return tensor
+    if result is None:
+        result = compute()
     result = result._node
     if result.dtype is not node.dtype:
         if result.dtype.category > node.dtype.category:
@@ -192,11 +196,13 @@ def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
 
     Under grad mode a tensor with history records the fill (its gradient is zero), as PyTorch.
     """
+    cycle = _grad_state.cycle
+    if cycle is not None and cycle.replaying:  # symgrad.replaying
+        if cycle.fill(tensor, value):
+            return tensor
+        cycle = _grad_state.cycle  # fell back: the cycle recording the rest
     node = tensor._node
     value = dtypes.number_in(value, node.dtype)
-    cycle = _grad_state.cycle
-    if cycle is not None and cycle.replaying and cycle.fill(tensor, value):
-        return tensor  # symgrad.cycles
     if tensor._view is not None or tensor._inference:
         check_writable(tensor, name)
     if is_grad_enabled() and node.requires_grad:

@@ -338,6 +338,7 @@ def apply(op, *args, attrs: tuple = ()) -> Tensor:
         traced = cycle.op(op, args, attrs) if not op.view else cycle.fall_back()
         if traced is not None:
             return traced
+        cycle = _grad_state.cycle  # fell back: the cycle recording the rest
     if len(args) == 2:  # most ops: spelled out, as this runs for every op recorded
         a, b = args
         nodes = (a._node if a.__class__ is Tensor else as_node(a), b._node if b.__class__ is Tensor else as_node(b))

@@ -160,7 +160,9 @@ def update(tensor: Tensor, op, *inputs) -> None:
         if cycle.write(tensor, result):
             return
         node = result._node  # off the trace at the write: the op is one of the cycle's real nodes now
+        cycle = _grad_state.cycle
     else:
+        cycle = _grad_state.cycle  # (a replaying one fell back at the op)
         nodes = tuple([as_node(v) for v in inputs])
         node = record(op, nodes)
         if cycle is not None:

@@ -1,0 +1,828 @@
+"""A cycle replayed: ops checked against the trace, the step's state carried by a chain of cycles.
+
+``symgrad.cycles`` records a thread's step (the ops, writes and fills from one ``backward`` to the
+next) and, once two steps in a row record the same trace and the backward's program reads only what
+the trace names, hands the thread a ``Replayer``.  From then on an op only checks ``trace[cursor]``
+and returns a ``Traced`` tensor (position and kind, no node); an in-place write or ``zero_()`` only
+checks the entry and marks the tensor *carried*: its values are now a slot of the thread's
+``Chain``, which nothing computes yet.  ``backward()`` at the trace's end appends the cycle to the
+chain: which carried slot or outside array feeds each input of the compiled backward program, and
+which output (or fill) each carried slot takes.  Every ``CHAIN`` cycles the chain runs as one
+``lax.scan`` of that program (loop-invariant arrays passed once, the losses stacked); a shorter
+chain, run because someone read a value, runs cycle by cycle.
+
+Reading is what ends a chain early.  A carried tensor is one whose class was switched to a subclass
+that answers shape, dtype, requires_grad and ``.grad`` from its slot and computes anything else:
+asking its node runs the chain and gives every carried tensor its node back (``settle``).  In the
+middle of a cycle that is off the trace, as is any op or write the entry does not name, a hook, a
+``backward`` with arguments: the cycle *falls back*: the chain settles, the cycle's entries run
+again on the usual path with the operands they saw (``_nodes``), its tensors take the real nodes,
+and the thread records the rest of the cycle.  Results of the cycle still held at its backward (a
+prediction kept next to its loss) are given nodes computed from the cycle's own operands first.
+
+Nothing here differentiates: the program is the symbolic backward the usual path compiled.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+
+import jax
+import jax.numpy as jnp
+
+import codegen.compile as programs
+from codegen import deferred, speed
+from symgrad import engine, hooks, kinds
+from symgrad.dtypes import Size, number_in
+from symgrad.grad_mode import _state as _grad_state
+from symgrad.kinds import exactly
+from symgrad.nodes import _default_float, _scalars, CONST, LEAF, Node, lazy_leaf, program_ran
+from symgrad.storage import mark, storage_of
+from symgrad.tensor import Tensor, record as record_op
+from symgrad.tracing import gradient_path
+
+CHAIN = 32  # cycles per scan
+WRITE, FILL, BACKWARD = "write", "fill", "backward"
+SLOT, WRITTEN, GRAD = 0, 1, 2  # where a program input comes from: an outside operand, a write, a .grad
+_NUMBERS = frozenset((int, float, bool))
+_node_slot = Tensor.__dict__["_node"]
+_raw = _node_slot.__get__  # a tensor's node slot as it is: a Node, or the Carry of a carried tensor
+
+
+class Stats:
+    """Counters for tests: backwards replayed, cycles that fell back, chains run as one scan."""
+
+    def __init__(self):
+        self.replayed = self.fell_back = self.scans = 0
+
+
+stats = Stats()
+
+
+# ------------------------------------------------------------------------ carried tensors
+
+
+class Carry:
+    """What a carried tensor's node slot holds: its slot in the chain, the kind its values have
+    (what the trace names), the node it held before (for the version counter), its class, and the
+    constant of a ``zero_()`` that was its last write."""
+
+    __slots__ = ("chain", "index", "kind", "old", "cls", "fill")
+
+    def __init__(self, chain, index, kind, old, cls):
+        self.chain, self.index, self.kind, self.old, self.cls, self.fill = chain, index, kind, old, cls, None
+
+
+class _Kinded:
+    """Shape, dtype and requires_grad of a tensor without a node, from its ``_kind``."""
+
+    __slots__ = ()
+
+    @property
+    def shape(self):
+        return Size(self._kind.shape)
+
+    @property
+    def dtype(self):
+        return self._kind.dtype
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._kind.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self.requires_grad_(flag)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._kind.shape)
+
+    def dim(self) -> int:
+        return len(self._kind.shape)
+
+    def size(self, dim=None):
+        shape = self._kind.shape
+        return Size(shape) if dim is None else shape[dim]
+
+    def numel(self) -> int:
+        return Size(self._kind.shape).numel()
+
+    def __len__(self):
+        if not self._kind.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._kind.shape[0]
+
+    def is_floating_point(self) -> bool:
+        return self._kind.dtype.is_floating_point
+
+
+def _carried_node(tensor):
+    """A node of a carried tensor's values (``Replayer.node_of``)."""
+    carry = _raw(tensor, Tensor)
+    if carry.__class__ is not Carry:
+        return carry
+    return carry.chain.replayer.node_of(tensor, carry)
+
+
+def _set_carried_node(tensor, node) -> None:
+    """A carried tensor takes a node: it stops being carried first (``Replayer.release``)."""
+    carry = _raw(tensor, Tensor)
+    if carry.__class__ is Carry:
+        carry.chain.replayer.release(tensor, carry)
+    _node_slot.__set__(tensor, node)
+
+
+def _leaf(kind, value, tensor):
+    """A leaf holding ``value`` (an array, or a node whose array it takes) of ``kind``, owned by
+    ``tensor`` if it requires grad."""
+    if value.__class__ is Node:
+        value = engine.array(value)
+    node = Node(LEAF, (), (), kind.shape, kind.dtype, kind.requires_grad, value,
+                kinds.array(kind.shape, kind.dtype, kind.requires_grad), None, ())
+    if node.requires_grad:
+        node.owner = weakref.ref(tensor)
+    return node
+
+
+def _carried_grad(tensor):
+    return tensor._grad  # a carried tensor is a leaf: no warning to give
+
+
+_CARRIED: dict = {}
+
+
+def carried_class(cls):
+    """The class a tensor of class ``cls`` takes while carried (same layout, same name)."""
+    carried = _CARRIED.get(cls)
+    if carried is None:
+        carried = _CARRIED[cls] = type(cls.__name__, (_Kinded, cls), {
+            "__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+            "_node": property(_carried_node, _set_carried_node),
+            "_kind": property(lambda t: _raw(t, Tensor).kind),
+            "grad": property(_carried_grad, Tensor.grad.fset),
+            "is_leaf": property(lambda t: True)})
+    return carried
+
+
+# ------------------------------------------------------------------------- traced results
+
+
+class Record:
+    """One replayed cycle, as its results know it: done once its backward is in the chain; then the
+    root's value (run the chain to get it), and a node for the root if anyone asks one."""
+
+    __slots__ = ("replayer", "done", "value", "index")
+
+    def __init__(self, replayer):
+        self.replayer, self.done, self.value, self.index = replayer, False, None, None
+
+
+class Traced(_Kinded, Tensor):
+    """The result of a replayed op: its cycle's record, its position and kind.  Asking its node
+    makes the cycle fall back (or, for a cycle done, builds its freed graph)."""
+
+    __slots__ = ("_record", "_position", "_kind")
+
+    def __init__(self, record, position, kind):
+        self._record, self._position, self._kind = record, position, kind
+        self._grad = self._view = self._storage = None
+        self._inference = False
+
+    @property
+    def _node(self):
+        try:
+            return _node_slot.__get__(self, Tensor)
+        except AttributeError:
+            return self._record.replayer.node_for(self)
+
+    @_node.setter
+    def _node(self, node):
+        _node_slot.__set__(self, node)
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self._kind.requires_grad
+
+    def _value(self):
+        """Values are computed without falling back: a done cycle's root from the chain, a result of
+        the cycle going on from what it saw."""
+        try:
+            return engine.array(_node_slot.__get__(self, Tensor))
+        except AttributeError:
+            return self._record.replayer.value_of(self)
+
+
+# ----------------------------------------------------------------------------- the chain
+
+
+class Chain:
+    """Replayed cycles of one thread not run yet, and the state they carry: per carried slot its
+    tensor and its value after the cycles run so far (an array, or at first the node it had)."""
+
+    __slots__ = ("replayer", "carries", "tensors", "state", "signature", "outside", "records", "fills")
+
+    def __init__(self, replayer):
+        self.replayer = replayer
+        self.carries, self.tensors, self.state = [], [], []
+        self.signature, self.outside, self.records, self.fills = None, [], [], {}
+
+    def append(self, signature, outside, record) -> None:
+        if signature != self.signature:
+            self.run()
+            self.signature = signature
+        self.outside.append(outside)
+        self.records.append(record)
+        if len(self.records) == CHAIN:
+            self.run()
+
+    def run(self) -> None:
+        """Run the cycles appended: carried values and roots computed."""
+        records = self.records
+        if not records:
+            return
+        with deferred.on_arrays():
+            state = [s if s.__class__ is not Node else engine.array(s) for s in self.state]
+            state = [deferred.value(s) for s in state]
+            roots, self.state = self.replayer.loop.run(self.signature, state, self.outside, self)
+        for k, record in enumerate(records):
+            record.value, record.index = roots, k
+        self.outside, self.records = [], []
+
+    def settle(self) -> None:
+        """Run, and give each carried tensor its node back (it is a plain tensor again)."""
+        self.run()
+        for carry, tensor, value in zip(self.carries, self.tensors, self.state):
+            _restore(tensor, carry, value)
+        self.carries, self.tensors, self.state = [], [], []
+
+
+def _restore(tensor, carry, value) -> None:
+    """A carried tensor made plain again, holding ``value``."""
+    node = _leaf(carry.kind, value, tensor)
+    if carry.old is not None:
+        mark(storage_of(tensor), carry.old, node)
+    _node_slot.__set__(tensor, node)
+    tensor.__class__ = carry.cls
+
+
+class Loop:
+    """The cycle's program as a function of the carried state, per signature: cycle by cycle (the
+    compiled backward called once per cycle), or ``CHAIN`` cycles as one scan compiled in the
+    background once the chain has come round full (until then, cycle by cycle)."""
+
+    def __init__(self, plan, entries):
+        self.plan, self.entries = plan, entries
+        self.scans = {}  # (signature, invariant outside inputs) -> a compiled scan, None while compiling
+
+    def _wire(self, signature):
+        sources, outs = signature
+        plan = self.plan
+        fills = {}
+        for s in list(sources) + list(outs):
+            if s.__class__ is tuple and s[0] == "fill":
+                entry = self.entries[s[1]]
+                const = entry[3]
+                fills[s] = jnp.full(const.shape if const.shape else (), const.attrs[0], const.dtype.numpy)
+        return fills
+
+    def step(self, fills, signature, state, outside, fn):
+        sources, outs = signature
+        inputs = [state[s] if s.__class__ is int and s >= 0 else
+                  outside[-1 - s] if s.__class__ is int else fills[s] for s in sources]
+        results = fn(*inputs)
+        return results[0], [state[c] if o == -1 else results[o] if o.__class__ is int else
+                            outside[o[1]] if o[0] == "in" else _fill(fills[o], state[c]) for c, o in enumerate(outs)]
+
+    def run(self, signature, state, outside, chain):
+        fills = chain.fills.get(signature)
+        if fills is None:
+            fills = chain.fills[signature] = self._wire(signature)
+        n = len(outside)
+        arrays = [tuple([engine.array(node) for node in cycle]) for cycle in outside]
+        if n == CHAIN and arrays:
+            invariant = tuple(all(a[j] is arrays[0][j] for a in arrays) for j in range(len(arrays[0])))
+        else:
+            invariant = ()
+        if n == CHAIN:
+            key = (signature, invariant)
+            scan = self.scans.get(key, 0)
+            if scan == 0:
+                self.scans[key] = None
+                _compile_in_background(self, key, fills, signature, state, arrays, invariant)
+            elif scan:
+                stats.scans += 1
+                invariants = [arrays[0][j] for j, same in enumerate(invariant) if same]
+                varying = [jnp.stack([a[j] for a in arrays]) for j, same in enumerate(invariant) if not same]
+                roots, final = scan(tuple(state), tuple(invariants), tuple(varying))
+                return roots, list(final)
+        roots, run = [], self.plan.program.run
+        for cycle in arrays:
+            root, state = self.step(fills, signature, state, cycle, run)
+            roots.append(root)
+        return roots, state
+
+
+def _fill(fill, like):
+    return fill if fill.shape == like.shape and fill.dtype == like.dtype else jnp.full(like.shape, fill, like.dtype)
+
+
+def _compile_in_background(loop, key, fills, signature, state, arrays, invariant) -> None:
+    """The scan of ``CHAIN`` cycles for ``key``, compiled in a thread of its own."""
+    python_fn = loop.plan.program.python_fn
+
+    def scanned(state, invariants, varying):
+        def body(carry, xs):
+            inv, var = iter(invariants), iter(xs)
+            outside = [next(inv) if same else next(var) for same in invariant]
+            root, new = loop.step(fills, signature, list(carry), outside, python_fn)
+            return tuple(new), root
+        final, roots = jax.lax.scan(body, state, varying, length=CHAIN)
+        return roots, final
+
+    types = lambda xs: tuple(jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)) for a in xs)
+    inv_types = types([arrays[0][j] for j, same in enumerate(invariant) if same])
+    var_types = tuple(jax.ShapeDtypeStruct((CHAIN, *jnp.shape(arrays[0][j])), jnp.result_type(arrays[0][j]))
+                      for j, same in enumerate(invariant) if not same)
+    state_types = types(state)
+
+    def compile_it():
+        try:
+            loop.scans[key] = jax.jit(scanned).lower(state_types, inv_types, var_types).compile()
+        except Exception:  # noqa: BLE001 - the chain simply keeps running cycle by cycle
+            loop.scans[key] = False
+
+    thread = threading.Thread(target=compile_it)
+    _compiling.append(thread)
+    thread.start()
+
+
+_compiling: list = []
+
+
+def finish_compiles() -> None:
+    """Wait for the scans being compiled (tests and benchmarks, after warming up)."""
+    while _compiling:
+        _compiling.pop().join()
+
+
+# --------------------------------------------------------------------------- the replayer
+
+
+class Replayer:
+    """One thread replaying one trace.  ``symgrad.cycles`` made it; ``apply``, ``apply_inplace``,
+    ``fill_inplace``, the optimizers' updates and ``backward`` ask it first."""
+
+    replaying = True
+
+    def __init__(self, entries, plan, streak, patience, lock, loop, loops):
+        self.entries, self.plan, self.streak, self.patience, self.lock = entries, plan, streak, patience, lock
+        self.loop, self.loops = loop, loops
+        self.thread = threading.get_ident()
+        self.chain = Chain(self)
+        self.gradient_slots = {}  # id of an owner -> the slot its .grad is carried in
+        self.fill_kinds = {i: lazy_leaf(e[3], requires_grad=False).kind for i, e in enumerate(entries)
+                           if e[0] is FILL}
+        self._start()
+
+    def _start(self) -> None:
+        self.cursor = 0
+        self.record = Record(self)
+        self.captured, self.latest, self.writes, self.made = [], {}, [], []
+        self.mark = _grad_state.changes
+
+    # ---------------------------------------------------------------------- on the trace
+
+    def op(self, op, args, attrs):
+        """The ``Traced`` result of ``op`` on ``args``, or None after falling back (off the trace)."""
+        i = self.cursor
+        entry = self.entries[i]
+        if entry[0] is op and entry[2] is _grad_state.enabled and entry[1] == attrs and self._match(args, entry[3]):
+            self.cursor = i + 1
+            traced = Traced(self.record, i, entry[4])
+            self.made.append(traced)
+            return traced
+        self.fall_back()
+        return None
+
+    def _match(self, args, refs) -> bool:
+        """Whether each of ``args`` is the operand its reference names (capturing outside ones)."""
+        if len(args) != len(refs):
+            return False
+        for a, ref in zip(args, refs):
+            cls = a.__class__
+            if cls is Traced:
+                if a._record is not self.record or a._position != ref:
+                    return False
+            elif cls in _NUMBERS:
+                if _scalars.get((cls, a, _default_float[0])) is not ref:
+                    return False
+            elif not isinstance(a, Tensor) or not self._names(a, ref):
+                return False
+        return True
+
+    def _names(self, tensor, ref) -> bool:
+        """Whether ``ref`` names ``tensor``: the slot it fills (or fills now), the write it last took
+        in this cycle, or the constant node it holds."""
+        rcls = ref.__class__
+        if rcls is tuple:
+            slot, kind = ref
+            captured = self.captured
+            if slot != len(captured):
+                return slot < len(captured) and captured[slot] is tensor
+            if tensor._inference or id(tensor) in self.latest or any(c is tensor for c in captured):
+                return False
+            node = _raw(tensor, Tensor)
+            if node.__class__ is Carry:
+                if node.chain is not self.chain:
+                    return False
+            elif tensor.__class__ is Traced:
+                return False
+            if node.kind is not kind:
+                return False
+            captured.append(tensor)
+            return True
+        if rcls is int:
+            return self.latest.get(id(tensor)) == ref
+        return _raw(tensor, Tensor) is ref
+
+    def _carried(self, tensor, kind):
+        """``tensor``'s Carry in this thread's chain (made now if it has none), or None."""
+        node = _raw(tensor, Tensor)
+        if node.__class__ is Carry:
+            if node.chain is not self.chain:
+                return None
+            node.kind = kind
+            return node
+        chain = self.chain
+        carry = Carry(chain, len(chain.carries), kind, node, tensor.__class__)
+        chain.carries.append(carry)
+        chain.tensors.append(tensor)
+        chain.state.append(node)
+        _node_slot.__set__(tensor, carry)
+        tensor.__class__ = carried_class(carry.cls)
+        return carry
+
+    def write(self, tensor, source) -> bool:
+        """``tensor``'s in-place write of the Traced ``source`` replayed; False when off the trace."""
+        i = self.cursor
+        entry = self.entries[i]
+        if (entry[0] is WRITE and source.__class__ is Traced and source._record is self.record
+                and source._position == entry[2] and _grad_state.changes == self.mark and tensor._view is None
+                and not tensor._inference and not (_grad_state.enabled and entry[3]) and not _shares(tensor)
+                and self._names(tensor, entry[1])):
+            carry = self._carried(tensor, entry[4])
+            if carry is not None:
+                carry.fill = None
+                self.latest[id(tensor)] = i
+                self.writes.append(tensor)
+                self.cursor = i + 1
+                return True
+        self.fall_back()
+        return False
+
+    def fill(self, tensor, value) -> bool:
+        """``tensor.fill_(value)`` without history replayed; False when off the trace."""
+        i = self.cursor
+        entry = self.entries[i]
+        if (entry[0] is FILL and _grad_state.changes == self.mark and isinstance(tensor, Tensor)
+                and tensor.__class__ is not Traced and tensor._view is None and not tensor._inference
+                and not _shares(tensor) and entry[2] == exactly(number_in(value, tensor.dtype))
+                and not (tensor.requires_grad and _grad_state.enabled) and self._names(tensor, entry[1])):
+            carry = self._carried(tensor, self.fill_kinds[i])
+            if carry is not None:
+                carry.fill = entry[3]
+                self.latest[id(tensor)] = i
+                self.writes.append(tensor)
+                self.cursor = i + 1
+                return True
+        self.fall_back()
+        return False
+
+    # ------------------------------------------------------------------------- backward
+
+    def backward(self, root) -> bool:
+        """``root.backward()`` at the end of the trace: the cycle appended to the chain; False when
+        it fell back."""
+        with self.lock:
+            entries, plan = self.entries, self.plan
+            if (not speed.fast or root.__class__ is not Traced or root._record is not self.record
+                    or self.cursor != len(entries) - 1 or root._position != entries[-1][1]
+                    or _grad_state.changes != self.mark or engine.anomaly_mode[0]
+                    or self.thread != threading.get_ident()):
+                self.fall_back()
+                return False
+            owners = [self.captured[j] for j in plan.owners]
+            if not self._holds(owners) or self._hooked(owners):
+                self.fall_back()
+                return False
+            held = [t for t in self.made if t is not root and sys.getrefcount(t) > 3]
+            if held:  # results still held after the backward: their values from what the cycle saw
+                self._peek(held)
+            chain = self.chain
+            sources, outside, side = [], [], []
+
+            def computed_aside(position):  # a write the program takes (or does not compute): its value
+                if not side:
+                    side.append(self._peeked(self.cursor))
+                node = side[0][position]
+                for j, other in enumerate(outside):
+                    if other is node:
+                        return j
+                outside.append(node)
+                return len(outside) - 1
+
+            for where, i in plan.inputs:
+                if where == WRITTEN:
+                    sources.append(("fill", i) if entries[i][0] is FILL else -1 - computed_aside(i))
+                    continue
+                tensor = self.captured[i] if where == SLOT else owners[i]._grad
+                position = self.latest.get(id(tensor)) if where == GRAD else None
+                if position is not None:  # a .grad written in this cycle: the value it has now
+                    sources.append(("fill", position) if entries[position][0] is FILL else -1 - computed_aside(position))
+                    continue
+                node = _raw(tensor, Tensor)
+                if node.__class__ is Carry:
+                    sources.append(node.index)
+                else:
+                    sources.append(-1 - len(outside))
+                    outside.append(node)
+            written = {}
+            for tensor in self.writes:
+                carry = _raw(tensor, Tensor)
+                position = self.latest[id(tensor)]
+                written[carry.index] = (("fill", position) if carry.fill is not None else
+                                        1 + plan.pending.index(position) if position in plan.pending else
+                                        ("in", computed_aside(position)))
+            gradients = 1 + len(plan.pending)
+            for k, owner in enumerate(owners):
+                self._carry_gradient(owner, plan.owned[k][2])
+                written[_raw(owner._grad, Tensor).index] = gradients + k
+            outs = [written.get(c, -1) for c in range(len(chain.carries))]
+            for tensor in self.writes:
+                storage = tensor._storage or storage_of(tensor)
+                storage.version += 1
+            record = self.record
+            record.done = True
+            chain.append((tuple(sources), tuple(outs)), tuple(outside), record)
+            program_ran()
+            stats.replayed += 1
+            self._start()
+        return True
+
+    def _carry_gradient(self, owner, kind) -> None:
+        """The owner's ``.grad`` becomes carried (a new tensor if it had none: it takes the slot of
+        the one it had, which is given its values first if anyone still holds it)."""
+        grad = owner._grad
+        if grad is None:
+            grad = owner._grad = Tensor.__new__(Tensor)
+            grad._grad = grad._view = grad._storage = None
+            grad._inference = False
+            chain = self.chain
+            slot = self.gradient_slots.get(id(owner))
+            if slot is not None and slot < len(chain.tensors):
+                old = chain.tensors[slot]
+                held = 3 + sum(c is old for c in self.captured) + sum(c is old for c in self.writes)
+                if _raw(old, Tensor).__class__ is Carry and sys.getrefcount(old) > held:  # held by someone
+                    chain.run()
+                    _restore(old, chain.carries[slot], chain.state[slot])
+                chain.tensors[slot] = grad
+                carry = Carry(chain, slot, kind, None, Tensor)
+                chain.carries[slot] = carry
+                _node_slot.__set__(grad, carry)
+                grad.__class__ = carried_class(Tensor)
+                return
+            _node_slot.__set__(grad, _leaf(kind, jnp.zeros(kind.shape, kind.dtype.numpy), grad))  # taken by the backward
+            carry = self._carried(grad, kind)
+            carry.old = None
+            self.gradient_slots[id(owner)] = carry.index
+            return
+        carry = self._carried(grad, kind)
+        carry.fill = None
+
+    def _holds(self, owners) -> bool:
+        """Whether the state the program assumes holds: distinct owners whose ``.grad`` is as it was
+        (none, zero-filled, or values added to), written tensors still holding their writes."""
+        plan = self.plan
+        if plan.generation != programs.cache.cleared:
+            return False
+        if len({id(o) for o in owners}) != len(owners):
+            return False
+        for owner, expected in zip(owners, plan.accumulate):
+            state = _gradient_state(owner)
+            if state != expected and not (state == 1 and expected == 2):  # zeros to add to: as good
+                return False
+        grads = [o._grad for o in owners if o._grad is not None]
+        if len({id(g) for g in grads}) != len(grads):
+            return False
+        for slot, owner in plan.aliases:
+            if self.captured[slot] is not owners[owner]._grad:
+                return False
+        for k in plan.pending:
+            if self.latest.get(id(self._tensor_of(self.entries[k][1]))) != k:
+                return False
+        return True
+
+    def _hooked(self, owners) -> bool:
+        """Whether a hook is on the way of this backward (``engine._backward`` asks the same)."""
+        if hooks.leaves and hooks.hooked_targets(owners):
+            return True
+        if not hooks.on_nodes.data:
+            return False
+        return any(_raw(t, Tensor) in hooks.on_nodes for t in self.captured if _raw(t, Tensor).__class__ is Node)
+
+    def _tensor_of(self, ref):
+        while ref.__class__ is int:  # a tensor written earlier in the cycle: that write's reference
+            ref = self.entries[ref][1]
+        return self.captured[ref[0]]
+
+    # -------------------------------------------------------------------- values and nodes
+
+    def root_value(self, record):
+        """The value of a done cycle's root (the chain run first if it has not)."""
+        with self.lock:
+            if record.value is None:
+                self.chain.run()
+            return record.value[record.index]
+
+    def node_of(self, tensor, carry):
+        """A node of a carried tensor's values, for whoever reads it (the tensor stays carried): the
+        chain's value, or a write of this cycle computed on the side from what the cycle saw."""
+        with self.lock:
+            node = _raw(tensor, Tensor)
+            if node is not carry:
+                return node
+            if threading.get_ident() == self.thread:
+                position = self.latest.get(id(tensor))
+                if position is not None:
+                    return self._peeked(self.cursor)[position]
+            self.chain.run()
+            return _leaf(carry.kind, self.chain.state[carry.index], tensor)
+
+    def release(self, tensor, carry) -> None:
+        """A carried tensor is about to take another node: this thread's cycle falls back (between
+        cycles, the chain settles); in another thread, the chain settles and this thread's cycle
+        falls back at its next step."""
+        with self.lock:
+            if _raw(tensor, Tensor) is not carry:
+                return
+            if threading.get_ident() == self.thread and self.cursor:
+                self.fall_back()
+            else:
+                self.chain.settle()
+                self.mark = -1  # off the trace: the thread's next write or backward falls back
+
+    def value_of(self, traced):
+        """The values of a Traced tensor that has no node."""
+        record = traced._record
+        if record.done and self.entries[-1][1] == traced._position:
+            return self.root_value(record)
+        if record is self.record:
+            with self.lock:
+                return engine.array(self._peeked(self.cursor)[traced._position])
+        return engine.array(traced._node)
+
+    def node_for(self, traced):
+        """The node of a Traced tensor: this thread's cycle falls back; another thread's current
+        cycle is computed on the side; a done cycle's root gets its graph, freed, and its value."""
+        with self.lock:
+            try:
+                return _node_slot.__get__(traced, Tensor)
+            except AttributeError:
+                pass
+            record = traced._record
+            if record.done:
+                real = self._nodes(placeholders=True)[0]
+                root = real[traced._position]
+                root.computed(self.root_value(record))
+                for node in gradient_path(root)[0]:
+                    node.freed = True
+            elif record is self.record and threading.get_ident() == self.thread:
+                self.fall_back()
+                return _node_slot.__get__(traced, Tensor)
+            elif record is self.record:
+                root = self._peeked(self.cursor)[traced._position]
+            else:
+                raise RuntimeError("a replayed result of a cycle that fell back has no node")  # pragma: no cover
+            _node_slot.__set__(traced, root)
+            return root
+
+    def _peek(self, held) -> None:
+        """Nodes for results of this cycle held after its backward, computed from its operands."""
+        real = self._peeked(self.cursor)
+        for traced in held:
+            _node_slot.__set__(traced, real[traced._position])
+        for node in gradient_path(real[self.entries[-1][1]])[0]:
+            node.freed = True
+
+    def _peeked(self, upto):
+        self.chain.run()
+        before, enabled = _grad_state.changes, _grad_state.enabled
+        try:
+            return self._nodes(upto=upto)[0]
+        finally:
+            _grad_state.enabled = enabled
+            if threading.get_ident() == self.thread:
+                self.mark += _grad_state.changes - before
+
+    def _nodes(self, upto=None, rebind=False, placeholders=False):
+        """The cycle's entries (up to ``upto``) made on the usual path from the operands they saw:
+        slots as their nodes (a carried one: a leaf of the chain's value), writes and fills as the
+        leaves they gave, or, with ``rebind``, written into their tensors for real.  With
+        ``placeholders`` (a cycle done, whose operands have moved on), slots are leaves without
+        values: the graph only answers what its nodes are."""
+        entries = self.entries
+        upto = len(entries) - 1 if upto is None else upto
+        slots, real = {}, []
+        chain = self.chain
+
+        def slot_node(ref):
+            slot = ref[0]
+            node = slots.get(slot)
+            if node is None:
+                kind = ref[1]
+                if placeholders:
+                    node = Node(LEAF, (), (), kind.shape, kind.dtype, kind.requires_grad, None, kind, None, ())
+                else:
+                    node = _raw(self.captured[slot], Tensor)
+                    if node.__class__ is Carry:
+                        value = chain.state[node.index]
+                        node = Node(LEAF, (), (), kind.shape, kind.dtype, kind.requires_grad,
+                                    engine.array(value) if value.__class__ is Node else value, kind, None, ())
+                slots[slot] = node
+            return node
+
+        def operand(ref):
+            if ref.__class__ is int:
+                return real[ref]
+            if ref.__class__ is tuple:
+                return slot_node(ref)
+            return ref
+
+        for k in range(upto):
+            entry = entries[k]
+            if entry[0] is WRITE:
+                if rebind:
+                    from symgrad.inplace import write_values
+                    tensor = self._tensor_of(entry[1])
+                    write_values(tensor, real[entry[2]])
+                    real.append(tensor._node)
+                else:
+                    real.append(lazy_leaf(real[entry[2]], requires_grad=entry[3]))
+            elif entry[0] is FILL:
+                if rebind:
+                    from symgrad.inplace import write_values
+                    tensor = self._tensor_of(entry[1])
+                    write_values(tensor, entry[3])
+                    real.append(tensor._node)
+                else:
+                    target = operand(entry[1])
+                    real.append(lazy_leaf(entry[3], requires_grad=target.requires_grad))
+            elif entry[0] is not BACKWARD:
+                _grad_state.enabled = entry[2]
+                real.append(record_op(entry[0], tuple([operand(r) for r in entry[3]]), entry[1]))
+        return real, slots
+
+    # ----------------------------------------------------------------------- falling back
+
+    def fall_back(self) -> None:
+        """Off the trace: the chain settles, what this cycle replayed runs on the usual path, and
+        the thread records the rest of the cycle."""
+        from symgrad.cycles import recording_after
+        with self.lock:
+            if _grad_state.cycle is not self:
+                return
+            self.chain.settle()
+            enabled = _grad_state.enabled
+            try:
+                real, slots = self._nodes(upto=self.cursor, rebind=True)
+            finally:
+                _grad_state.enabled = enabled
+            for traced in self.made:
+                _node_slot.__set__(traced, real[traced._position])
+            stats.fell_back += 1
+            _grad_state.cycle = recording_after(self, real, slots)
+
+
+def _gradient_state(tensor) -> int:
+    """0: no ``.grad``; 1: a zero-filled one; 2: one with values to add to; 3: anything else."""
+    grad = tensor._grad
+    if grad is None:
+        return 0
+    node = _raw(grad, Tensor)
+    if node.__class__ is Carry:
+        fill = node.fill
+        return 2 if fill is None else 1 if fill.attrs[0] == 0 else 3
+    if node.op is LEAF and node.value is None and node.inputs and node.inputs[0].op is CONST:
+        return 1 if node.inputs[0].attrs[0] == 0 else 3
+    return 2 if node.op is LEAF and node.value is not None else 3
+
+
+def _shares(tensor) -> bool:
+    """Whether another live tensor (a view, a detached alias) shares ``tensor``'s storage: a write
+    must then reach it (``inplace.assign``), which a replayed write does not do."""
+    storage = tensor._storage
+    if storage is None or len(storage.members) == 1:
+        return False
+    return sum(member() is not None for member in storage.members) > 1
