@@ -20,7 +20,8 @@ from symgrad import kinds
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
 from symgrad.nodes import CONST, LEAF, is_zero_fill
-from symgrad.replaying import BACKWARD, FILL, GRAD, SLOT, WRITE, WRITTEN, Loop, Replayer, _shares, stats  # noqa: F401
+from codegen.cycle_scan import Loop
+from symgrad.replaying import BACKWARD, FILL, GRAD, SLOT, WRITE, WRITTEN, Replayer, _shares, stats  # noqa: F401
 from symgrad.tensor import Tensor
 
 MAX_ENTRIES = 20_000  # a longer cycle is not traced (its recording would cost more than it saves)
@@ -237,13 +238,13 @@ def _after_backward(tensor, root, ran, before) -> None:
     if plan is None:
         _grad_state.cycle = Cycle(entries, streak, patience, cycle.lock, cycle.loops)
         return
-    loop = next((loop for loop in cycle.loops if loop.plan.program is plan.program
-                 and loop.plan.generation == plan.generation and loop.entries == entries), None)
-    if loop is None:
+    known = next((known for known in cycle.loops if known[1].program is plan.program
+                  and known[1].generation == plan.generation and known[0] == entries), None)
+    if known is None:  # a trace replayed again later keeps its loop (and the scans compiled for it)
         del cycle.loops[:-7]
-        loop = Loop(plan, entries)
-        cycle.loops.append(loop)
-    _grad_state.cycle = Replayer(loop.entries, loop.plan, streak, patience, cycle.lock, loop, cycle.loops)
+        known = (entries, plan, Loop(plan.program))
+        cycle.loops.append(known)
+    _grad_state.cycle = Replayer(*known[:2], streak, patience, cycle.lock, known[2], cycle.loops, recording_after)
 
 
 def recording_after(replayer, real, slots):

@@ -7,7 +7,7 @@ and returns a ``Traced`` tensor (position and kind, no node); an in-place write 
 checks the entry and marks the tensor *carried*: its values are now a slot of the thread's
 ``Chain``, which nothing computes yet.  ``backward()`` at the trace's end appends the cycle to the
 chain: which carried slot or outside array feeds each input of the compiled backward program, and
-which output (or fill) each carried slot takes.  Every ``CHAIN`` cycles the chain runs as one
+which output (or fill) each carried slot takes.  Every ``cycle_scan.LENGTH`` cycles the chain runs as one
 ``lax.scan`` of that program (loop-invariant arrays passed once, the losses stacked); a shorter
 chain, run because someone read a value, runs cycle by cycle.
 
@@ -32,17 +32,17 @@ import jax
 import jax.numpy as jnp
 
 import codegen.compile as programs
-from codegen import deferred, speed
+from codegen import cycle_scan, deferred, speed
 from symgrad import engine, hooks, kinds
 from symgrad.dtypes import Size, number_in
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
 from symgrad.nodes import _default_float, _scalars, CONST, LEAF, Node, lazy_leaf, program_ran
 from symgrad.storage import mark, storage_of
+from symgrad.inplace import write_values
 from symgrad.tensor import Tensor, record as record_op
 from symgrad.tracing import gradient_path
 
-CHAIN = 32  # cycles per scan
 WRITE, FILL, BACKWARD = "write", "fill", "backward"
 SLOT, WRITTEN, GRAD = 0, 1, 2  # where a program input comes from: an outside operand, a write, a .grad
 _NUMBERS = frozenset((int, float, bool))
@@ -51,10 +51,10 @@ _raw = _node_slot.__get__  # a tensor's node slot as it is: a Node, or the Carry
 
 
 class Stats:
-    """Counters for tests: backwards replayed, cycles that fell back, chains run as one scan."""
+    """Counters for tests: backwards replayed, and cycles that fell back."""
 
     def __init__(self):
-        self.replayed = self.fell_back = self.scans = 0
+        self.replayed = self.fell_back = 0
 
 
 stats = Stats()
@@ -221,12 +221,12 @@ class Chain:
     """Replayed cycles of one thread not run yet, and the state they carry: per carried slot its
     tensor and its value after the cycles run so far (an array, or at first the node it had)."""
 
-    __slots__ = ("replayer", "carries", "tensors", "state", "signature", "outside", "records", "fills")
+    __slots__ = ("replayer", "carries", "tensors", "state", "signature", "outside", "records")
 
     def __init__(self, replayer):
         self.replayer = replayer
         self.carries, self.tensors, self.state = [], [], []
-        self.signature, self.outside, self.records, self.fills = None, [], [], {}
+        self.signature, self.outside, self.records = None, [], []
 
     def append(self, signature, outside, record) -> None:
         if signature != self.signature:
@@ -234,7 +234,7 @@ class Chain:
             self.signature = signature
         self.outside.append(outside)
         self.records.append(record)
-        if len(self.records) == CHAIN:
+        if len(self.records) == cycle_scan.LENGTH:
             self.run()
 
     def run(self) -> None:
@@ -243,9 +243,10 @@ class Chain:
         if not records:
             return
         with deferred.on_arrays():
-            state = [s if s.__class__ is not Node else engine.array(s) for s in self.state]
-            state = [deferred.value(s) for s in state]
-            roots, self.state = self.replayer.loop.run(self.signature, state, self.outside, self)
+            state = [engine.array(s) if s.__class__ is Node else deferred.value(s) for s in self.state]
+            outside = [tuple([engine.array(node) for node in step]) for step in self.outside]
+            roots, self.state = self.replayer.loop.run(self.signature, self.replayer.fills(self.signature),
+                                                       state, outside)
         for k, record in enumerate(records):
             record.value, record.index = roots, k
         self.outside, self.records = [], []
@@ -267,106 +268,6 @@ def _restore(tensor, carry, value) -> None:
     tensor.__class__ = carry.cls
 
 
-class Loop:
-    """The cycle's program as a function of the carried state, per signature: cycle by cycle (the
-    compiled backward called once per cycle), or ``CHAIN`` cycles as one scan compiled in the
-    background once the chain has come round full (until then, cycle by cycle)."""
-
-    def __init__(self, plan, entries):
-        self.plan, self.entries = plan, entries
-        self.scans = {}  # (signature, invariant outside inputs) -> a compiled scan, None while compiling
-
-    def _wire(self, signature):
-        sources, outs = signature
-        plan = self.plan
-        fills = {}
-        for s in list(sources) + list(outs):
-            if s.__class__ is tuple and s[0] == "fill":
-                entry = self.entries[s[1]]
-                const = entry[3]
-                fills[s] = jnp.full(const.shape if const.shape else (), const.attrs[0], const.dtype.numpy)
-        return fills
-
-    def step(self, fills, signature, state, outside, fn):
-        sources, outs = signature
-        inputs = [state[s] if s.__class__ is int and s >= 0 else
-                  outside[-1 - s] if s.__class__ is int else fills[s] for s in sources]
-        results = fn(*inputs)
-        return results[0], [state[c] if o == -1 else results[o] if o.__class__ is int else
-                            outside[o[1]] if o[0] == "in" else _fill(fills[o], state[c]) for c, o in enumerate(outs)]
-
-    def run(self, signature, state, outside, chain):
-        fills = chain.fills.get(signature)
-        if fills is None:
-            fills = chain.fills[signature] = self._wire(signature)
-        n = len(outside)
-        arrays = [tuple([engine.array(node) for node in cycle]) for cycle in outside]
-        if n == CHAIN and arrays:
-            invariant = tuple(all(a[j] is arrays[0][j] for a in arrays) for j in range(len(arrays[0])))
-        else:
-            invariant = ()
-        if n == CHAIN:
-            key = (signature, invariant)
-            scan = self.scans.get(key, 0)
-            if scan == 0:
-                self.scans[key] = None
-                _compile_in_background(self, key, fills, signature, state, arrays, invariant)
-            elif scan:
-                stats.scans += 1
-                invariants = [arrays[0][j] for j, same in enumerate(invariant) if same]
-                varying = [jnp.stack([a[j] for a in arrays]) for j, same in enumerate(invariant) if not same]
-                roots, final = scan(tuple(state), tuple(invariants), tuple(varying))
-                return roots, list(final)
-        roots, run = [], self.plan.program.run
-        for cycle in arrays:
-            root, state = self.step(fills, signature, state, cycle, run)
-            roots.append(root)
-        return roots, state
-
-
-def _fill(fill, like):
-    return fill if fill.shape == like.shape and fill.dtype == like.dtype else jnp.full(like.shape, fill, like.dtype)
-
-
-def _compile_in_background(loop, key, fills, signature, state, arrays, invariant) -> None:
-    """The scan of ``CHAIN`` cycles for ``key``, compiled in a thread of its own."""
-    python_fn = loop.plan.program.python_fn
-
-    def scanned(state, invariants, varying):
-        def body(carry, xs):
-            inv, var = iter(invariants), iter(xs)
-            outside = [next(inv) if same else next(var) for same in invariant]
-            root, new = loop.step(fills, signature, list(carry), outside, python_fn)
-            return tuple(new), root
-        final, roots = jax.lax.scan(body, state, varying, length=CHAIN)
-        return roots, final
-
-    types = lambda xs: tuple(jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)) for a in xs)
-    inv_types = types([arrays[0][j] for j, same in enumerate(invariant) if same])
-    var_types = tuple(jax.ShapeDtypeStruct((CHAIN, *jnp.shape(arrays[0][j])), jnp.result_type(arrays[0][j]))
-                      for j, same in enumerate(invariant) if not same)
-    state_types = types(state)
-
-    def compile_it():
-        try:
-            loop.scans[key] = jax.jit(scanned).lower(state_types, inv_types, var_types).compile()
-        except Exception:  # noqa: BLE001 - the chain simply keeps running cycle by cycle
-            loop.scans[key] = False
-
-    thread = threading.Thread(target=compile_it)
-    _compiling.append(thread)
-    thread.start()
-
-
-_compiling: list = []
-
-
-def finish_compiles() -> None:
-    """Wait for the scans being compiled (tests and benchmarks, after warming up)."""
-    while _compiling:
-        _compiling.pop().join()
-
-
 # --------------------------------------------------------------------------- the replayer
 
 
@@ -376,15 +277,33 @@ class Replayer:
 
     replaying = True
 
-    def __init__(self, entries, plan, streak, patience, lock, loop, loops):
+    def __init__(self, entries, plan, streak, patience, lock, loop, loops, recording_after):
+        """``loop``: the trace's codegen.cycle_scan.Loop; ``recording_after``: symgrad.cycles' way
+        back to recording, after falling back."""
         self.entries, self.plan, self.streak, self.patience, self.lock = entries, plan, streak, patience, lock
-        self.loop, self.loops = loop, loops
+        self.loop, self.loops, self.recording_after = loop, loops, recording_after
         self.thread = threading.get_ident()
         self.chain = Chain(self)
         self.gradient_slots = {}  # id of an owner -> the slot its .grad is carried in
         self.fill_kinds = {i: lazy_leaf(e[3], requires_grad=False).kind for i, e in enumerate(entries)
                            if e[0] is FILL}
+        self.computed = {p: 1 + k for k, p in enumerate(plan.pending)}  # a write -> the output with its value
+        self.pending_slots = []  # each write the program computes, and the slot of the tensor it writes
+        for p in plan.pending:
+            ref = entries[p][1]
+            while ref.__class__ is int:
+                ref = entries[ref][1]
+            self.pending_slots.append((p, ref[0]))
         self._start()
+
+    def fills(self, signature) -> dict:
+        """The fills a signature names: (shape, value, dtype) of each."""
+        fills = {}
+        for s in signature[0] + signature[1]:
+            if s.__class__ is tuple and s[0] == "fill":
+                const = self.entries[s[1]][3]
+                fills[s] = (const.shape, const.attrs[0], const.dtype.numpy)
+        return fills
 
     def _start(self) -> None:
         self.cursor = 0
@@ -395,57 +314,65 @@ class Replayer:
     # ---------------------------------------------------------------------- on the trace
 
     def op(self, op, args, attrs):
-        """The ``Traced`` result of ``op`` on ``args``, or None after falling back (off the trace)."""
+        """The ``Traced`` result of ``op`` on ``args``, or None after falling back (off the trace).
+        Each operand is checked against its reference, the common cases spelled out (this runs for
+        every op of every replayed step)."""
         i = self.cursor
         entry = self.entries[i]
-        if entry[0] is op and entry[2] is _grad_state.enabled and entry[1] == attrs and self._match(args, entry[3]):
-            self.cursor = i + 1
-            traced = Traced(self.record, i, entry[4])
-            self.made.append(traced)
-            return traced
+        if entry[0] is op and entry[2] is _grad_state.enabled and entry[1] == attrs and len(args) == len(entry[3]):
+            record, captured, refs = self.record, self.captured, entry[3]
+            for a, ref in zip(args, refs):
+                cls = a.__class__
+                if cls is Traced:
+                    if a._record is not record or a._position != ref:
+                        break
+                elif cls in _NUMBERS:
+                    if _scalars.get((cls, a, _default_float[0])) is not ref:
+                        break
+                elif ref.__class__ is tuple:
+                    slot = ref[0]
+                    if slot < len(captured):
+                        if captured[slot] is not a:
+                            break
+                    elif not self._capture(a, ref):
+                        break
+                elif ref.__class__ is int:
+                    if self.latest.get(id(a)) != ref:
+                        break
+                elif not isinstance(a, Tensor) or _raw(a, Tensor) is not ref:
+                    break
+            else:
+                self.cursor = i + 1
+                traced = Traced(record, i, entry[4])
+                self.made.append(traced)
+                return traced
         self.fall_back()
         return None
-
-    def _match(self, args, refs) -> bool:
-        """Whether each of ``args`` is the operand its reference names (capturing outside ones)."""
-        if len(args) != len(refs):
-            return False
-        for a, ref in zip(args, refs):
-            cls = a.__class__
-            if cls is Traced:
-                if a._record is not self.record or a._position != ref:
-                    return False
-            elif cls in _NUMBERS:
-                if _scalars.get((cls, a, _default_float[0])) is not ref:
-                    return False
-            elif not isinstance(a, Tensor) or not self._names(a, ref):
-                return False
-        return True
 
     def _names(self, tensor, ref) -> bool:
         """Whether ``ref`` names ``tensor``: the slot it fills (or fills now), the write it last took
         in this cycle, or the constant node it holds."""
         rcls = ref.__class__
         if rcls is tuple:
-            slot, kind = ref
+            slot = ref[0]
             captured = self.captured
-            if slot != len(captured):
-                return slot < len(captured) and captured[slot] is tensor
-            if tensor._inference or id(tensor) in self.latest or any(c is tensor for c in captured):
-                return False
-            node = _raw(tensor, Tensor)
-            if node.__class__ is Carry:
-                if node.chain is not self.chain:
-                    return False
-            elif tensor.__class__ is Traced:
-                return False
-            if node.kind is not kind:
-                return False
-            captured.append(tensor)
-            return True
+            return captured[slot] is tensor if slot < len(captured) else self._capture(tensor, ref)
         if rcls is int:
             return self.latest.get(id(tensor)) == ref
         return _raw(tensor, Tensor) is ref
+
+    def _capture(self, tensor, ref) -> bool:
+        """Whether ``tensor`` can fill the next slot, ``ref``'s (then it does): an outside tensor of
+        the kind the trace names, not written in this cycle, in no other slot."""
+        captured = self.captured
+        if (ref[0] != len(captured) or not isinstance(tensor, Tensor) or tensor.__class__ is Traced
+                or tensor._inference or id(tensor) in self.latest or any(c is tensor for c in captured)):
+            return False
+        node = _raw(tensor, Tensor)
+        if node.__class__ is Carry and node.chain is not self.chain or node.kind is not ref[1]:
+            return False
+        captured.append(tensor)
+        return True
 
     def _carried(self, tensor, kind):
         """``tensor``'s Carry in this thread's chain (made now if it has none), or None."""
@@ -486,17 +413,18 @@ class Replayer:
         """``tensor.fill_(value)`` without history replayed; False when off the trace."""
         i = self.cursor
         entry = self.entries[i]
-        if (entry[0] is FILL and _grad_state.changes == self.mark and isinstance(tensor, Tensor)
-                and tensor.__class__ is not Traced and tensor._view is None and not tensor._inference
-                and not _shares(tensor) and entry[2] == exactly(number_in(value, tensor.dtype))
-                and not (tensor.requires_grad and _grad_state.enabled) and self._names(tensor, entry[1])):
-            carry = self._carried(tensor, self.fill_kinds[i])
-            if carry is not None:
-                carry.fill = entry[3]
-                self.latest[id(tensor)] = i
-                self.writes.append(tensor)
-                self.cursor = i + 1
-                return True
+        if (entry[0] is FILL and _grad_state.changes == self.mark and tensor.__class__ is not Traced
+                and isinstance(tensor, Tensor) and tensor._view is None and not tensor._inference):
+            kind = _raw(tensor, Tensor).kind
+            if (kind is not None and not (kind.requires_grad and _grad_state.enabled) and not _shares(tensor)
+                    and entry[2] == exactly(number_in(value, kind.dtype)) and self._names(tensor, entry[1])):
+                carry = self._carried(tensor, self.fill_kinds[i])
+                if carry is not None:
+                    carry.fill = entry[3]
+                    self.latest[id(tensor)] = i
+                    self.writes.append(tensor)
+                    self.cursor = i + 1
+                    return True
         self.fall_back()
         return False
 
@@ -513,8 +441,9 @@ class Replayer:
                     or self.thread != threading.get_ident()):
                 self.fall_back()
                 return False
-            owners = [self.captured[j] for j in plan.owners]
-            if not self._holds(owners) or self._hooked(owners):
+            captured, latest = self.captured, self.latest
+            owners = [captured[j] for j in plan.owners]
+            if not self._holds(owners) or (hooks.leaves or hooks.on_nodes.data) and self._hooked(owners):
                 self.fall_back()
                 return False
             held = [t for t in self.made if t is not root and sys.getrefcount(t) > 3]
@@ -537,8 +466,8 @@ class Replayer:
                 if where == WRITTEN:
                     sources.append(("fill", i) if entries[i][0] is FILL else -1 - computed_aside(i))
                     continue
-                tensor = self.captured[i] if where == SLOT else owners[i]._grad
-                position = self.latest.get(id(tensor)) if where == GRAD else None
+                tensor = captured[i] if where == SLOT else owners[i]._grad
+                position = latest.get(id(tensor)) if where == GRAD else None
                 if position is not None:  # a .grad written in this cycle: the value it has now
                     sources.append(("fill", position) if entries[position][0] is FILL else -1 - computed_aside(position))
                     continue
@@ -548,21 +477,20 @@ class Replayer:
                 else:
                     sources.append(-1 - len(outside))
                     outside.append(node)
-            written = {}
+            written, computed = {}, self.computed
             for tensor in self.writes:
                 carry = _raw(tensor, Tensor)
-                position = self.latest[id(tensor)]
+                position = latest[id(tensor)]
                 written[carry.index] = (("fill", position) if carry.fill is not None else
-                                        1 + plan.pending.index(position) if position in plan.pending else
+                                        computed[position] if position in computed else
                                         ("in", computed_aside(position)))
             gradients = 1 + len(plan.pending)
             for k, owner in enumerate(owners):
                 self._carry_gradient(owner, plan.owned[k][2])
                 written[_raw(owner._grad, Tensor).index] = gradients + k
             outs = [written.get(c, -1) for c in range(len(chain.carries))]
-            for tensor in self.writes:
-                storage = tensor._storage or storage_of(tensor)
-                storage.version += 1
+            for tensor in self.writes:  # the version counter counts each write
+                (tensor._storage or storage_of(tensor)).version += 1
             record = self.record
             record.done = True
             chain.append((tuple(sources), tuple(outs)), tuple(outside), record)
@@ -602,25 +530,26 @@ class Replayer:
         carry.fill = None
 
     def _holds(self, owners) -> bool:
-        """Whether the state the program assumes holds: distinct owners whose ``.grad`` is as it was
-        (none, zero-filled, or values added to), written tensors still holding their writes."""
+        """Whether the state the program assumes holds: owners (distinct, as captured) whose ``.grad``
+        is as it was (none, zero-filled, or values added to), written tensors still holding their
+        writes."""
         plan = self.plan
         if plan.generation != programs.cache.cleared:
-            return False
-        if len({id(o) for o in owners}) != len(owners):
             return False
         for owner, expected in zip(owners, plan.accumulate):
             state = _gradient_state(owner)
             if state != expected and not (state == 1 and expected == 2):  # zeros to add to: as good
                 return False
-        grads = [o._grad for o in owners if o._grad is not None]
-        if len({id(g) for g in grads}) != len(grads):
-            return False
+        if len(owners) > 1:
+            grads = [id(o._grad) for o in owners if o._grad is not None]
+            if len(set(grads)) != len(grads):
+                return False
         for slot, owner in plan.aliases:
             if self.captured[slot] is not owners[owner]._grad:
                 return False
-        for k in plan.pending:
-            if self.latest.get(id(self._tensor_of(self.entries[k][1]))) != k:
+        latest, captured = self.latest, self.captured
+        for position, slot in self.pending_slots:
+            if latest.get(id(captured[slot])) != position:
                 return False
         return True
 
@@ -764,7 +693,6 @@ class Replayer:
             entry = entries[k]
             if entry[0] is WRITE:
                 if rebind:
-                    from symgrad.inplace import write_values
                     tensor = self._tensor_of(entry[1])
                     write_values(tensor, real[entry[2]])
                     real.append(tensor._node)
@@ -772,7 +700,6 @@ class Replayer:
                     real.append(lazy_leaf(real[entry[2]], requires_grad=entry[3]))
             elif entry[0] is FILL:
                 if rebind:
-                    from symgrad.inplace import write_values
                     tensor = self._tensor_of(entry[1])
                     write_values(tensor, entry[3])
                     real.append(tensor._node)
@@ -789,7 +716,6 @@ class Replayer:
     def fall_back(self) -> None:
         """Off the trace: the chain settles, what this cycle replayed runs on the usual path, and
         the thread records the rest of the cycle."""
-        from symgrad.cycles import recording_after
         with self.lock:
             if _grad_state.cycle is not self:
                 return
@@ -802,7 +728,7 @@ class Replayer:
             for traced in self.made:
                 _node_slot.__set__(traced, real[traced._position])
             stats.fell_back += 1
-            _grad_state.cycle = recording_after(self, real, slots)
+            _grad_state.cycle = self.recording_after(self, real, slots)
 
 
 def _gradient_state(tensor) -> int:
