@@ -7,7 +7,7 @@ step's program run as a loop over its carried state), ``donated`` (a program wri
 into inputs its caller gives up), ``speed`` (the switch that turns deferral, rerolling, replay and
 donation off).
 """
-from codegen import cycle_scan, deferred, donated, speed
+from codegen import cycle_scan, deferred, donated, speed, unrolled
 from codegen.compile import CompiledProgram, ProgramCache, cache, compile_program, stats
 
 
@@ -17,8 +17,10 @@ def finish_compiles() -> None:
     tests and benchmarks, after warming up, measure the steady state."""
     deferred.finish_compiles()
     cycle_scan.finish_compiles()
+    unrolled.finish_compiles()
     donated.finish_compiles()
 
 
 __all__ = ["CompiledProgram", "ProgramCache", "cache", "compile_program", "cycle_scan", "deferred", "donated", "finish_compiles",
+           "unrolled",
            "speed", "stats"]

@@ -19,6 +19,8 @@ import threading
 import jax
 import jax.numpy as jnp
 
+from codegen import unrolled
+
 LENGTH = 32  # steps per scan
 
 
@@ -40,6 +42,17 @@ class Loop:
     def __init__(self, program):
         self.program = program  # ``run`` (jitted) and ``python_fn`` (to compose)
         self.scans = {}  # (signature, invariant) -> compiled scan; None while compiling, False if it failed
+        self.steps, self.unrolled = 0, None  # steps run one by one; the program's straight-line form
+
+    def _run(self):
+        """The program's jitted call: its straight-line form once ready (codegen.unrolled)."""
+        straight = self.unrolled
+        if straight is None:
+            self.steps += 1
+            if self.steps >= unrolled.HOT_AFTER and hasattr(self.program, "source"):
+                self.unrolled = unrolled.Unrolled(self.program)
+            return self.program.run
+        return straight.run or self.program.run
 
     def run(self, signature, fills, state, outside):
         """The first results of each step in turn and the state after them; ``outside``: each
@@ -58,9 +71,16 @@ class Loop:
                 varying = [jnp.stack([a[j] for a in outside]) for j, same in enumerate(invariant) if not same]
                 roots, final = scan(tuple(state), tuple(invariants), tuple(varying))
                 return roots, list(final)
-        roots, run = [], self.program.run
+        roots = []
         for arrays in outside:
-            root, state = _step(signature, fills, state, arrays, run)
+            run = self._run()
+            try:
+                root, state = _step(signature, fills, state, arrays, run)
+            except TypeError:  # arguments of other types than the straight-line form was compiled for
+                if run is self.program.run:
+                    raise
+                self.unrolled.run = False
+                root, state = _step(signature, fills, state, arrays, self.program.run)
             roots.append(root)
         return roots, state
 

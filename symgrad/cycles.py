@@ -20,7 +20,7 @@ from symgrad import kinds
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
 from symgrad.nodes import CONST, LEAF, is_zero_fill
-from codegen.cycle_scan import Loop
+from codegen import cycle_scan  # a module import: importing codegen may be what imports symgrad
 from symgrad.replaying import BACKWARD, FILL, GRAD, SLOT, WRITE, WRITTEN, Replayer, _shares, stats  # noqa: F401
 from symgrad.tensor import Tensor
 
@@ -242,7 +242,7 @@ def _after_backward(tensor, root, ran, before) -> None:
                   and known[1].generation == plan.generation and known[0] == entries), None)
     if known is None:  # a trace replayed again later keeps its loop (and the scans compiled for it)
         del cycle.loops[:-7]
-        known = (entries, plan, Loop(plan.program))
+        known = (entries, plan, cycle_scan.Loop(plan.program))
         cycle.loops.append(known)
     _grad_state.cycle = Replayer(*known[:2], streak, patience, cycle.lock, known[2], cycle.loops, recording_after)
 

@@ -382,13 +382,14 @@ class Replayer:
                 return None
             node.kind = kind
             return node
-        chain = self.chain
-        carry = Carry(chain, len(chain.carries), kind, node, tensor.__class__)
-        chain.carries.append(carry)
-        chain.tensors.append(tensor)
-        chain.state.append(node)
-        _node_slot.__set__(tensor, carry)
-        tensor.__class__ = carried_class(carry.cls)
+        with self.lock:  # another thread may be running the chain
+            chain = self.chain
+            carry = Carry(chain, len(chain.carries), kind, node, tensor.__class__)
+            chain.carries.append(carry)
+            chain.tensors.append(tensor)
+            chain.state.append(node)
+            _node_slot.__set__(tensor, carry)
+            tensor.__class__ = carried_class(carry.cls)
         return carry
 
     def write(self, tensor, source) -> bool:

@@ -12,8 +12,9 @@ import threading
 import numpy as np
 import pytest
 
+import codegen
 import symgrad
-from codegen import speed
+from codegen import cycle_scan, speed
 from symgrad import cycles
 
 STEP_TOL = dict(rtol=2e-5, atol=2e-6)
@@ -401,3 +402,108 @@ def test_inference_tensors_leave_the_trace(torch):
         return values(s["w"], s["b"])
 
     compare(torch, body)
+
+
+# ---------------------------------------------------------------- the chain of replayed cycles
+
+
+def _losses_and_parameters(T, steps, body, seed=7):
+    """``body(T, s, step)`` each step, nothing read until the end: every step's loss (kept as a
+    tensor, so replayed cycles run as scans) and the final parameters."""
+    s = dict(zip("xywb", net(T, seed=seed)))
+    losses = [body(T, s, step) for step in range(steps)]
+    return [float(loss) for loss in losses] + [values(s["w"], s["b"])]
+
+
+def _compare_kept(torch, body, steps):
+    before, scans = cycles.stats.replayed, cycle_scan.stats.scans
+    ours = _losses_and_parameters(symgrad, steps, body)
+    theirs = _losses_and_parameters(torch, steps, body)
+    np.testing.assert_allclose(ours[:-1], theirs[:-1], **STEP_TOL)
+    for u, v in zip(ours[-1], theirs[-1]):
+        np.testing.assert_allclose(u, v, **STEP_TOL)
+    return cycles.stats.replayed - before, cycle_scan.stats.scans - scans
+
+
+def test_long_loops_run_as_scans_and_every_loss_is_pytorchs(torch):
+    """200 steps with nothing read: the replayed cycles run 32 at a time as one scan (once it is
+    compiled), each step's loss comes out of the scan, equal to PyTorch's step by step."""
+    def body(T, s, step):
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        update(T, s)
+        zero(s)
+        return loss
+
+    replayed, _ = _compare_kept(torch, body, 40)  # the first scan compiles meanwhile
+    codegen.finish_compiles()
+    replayed, scans = _compare_kept(torch, body, 200)
+    if speed.fast:
+        assert replayed >= 190 and scans >= 4, (replayed, scans)
+
+
+def test_set_to_none_and_a_gradient_kept_now_and_then(torch):
+    """``optimizer.zero_grad()`` (``.grad = None``): each replayed backward makes a new ``.grad``
+    tensor in the slot of the last one; one kept by the caller keeps its own values."""
+    kept = {}
+
+    def body(T, s, step):
+        if "opt" not in s:
+            s["opt"] = T.optim.SGD([s["w"], s["b"]], lr=0.1)
+        s["opt"].zero_grad()
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        if step % 37 == 0:
+            kept.setdefault(T.__name__, []).append(s["w"].grad)
+        s["opt"].step()
+        return loss
+
+    replayed, _ = _compare_kept(torch, body, 150)
+    ours, theirs = kept["symgrad"], kept["torch"]
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(values(a)[0], values(b)[0], **STEP_TOL)
+    if speed.fast:
+        assert replayed >= 100
+
+
+def test_a_new_batch_every_step(torch):
+    """New input tensors every step (a data loader): outside arrays that vary, stacked into the
+    scan, while the parameters are carried."""
+    rng = np.random.default_rng(11)
+    batches = [(rng.standard_normal(5).astype(np.float32), rng.random(3).astype(np.float32)) for _ in range(100)]
+
+    def body(T, s, step):
+        x, y = (T.tensor(a) for a in batches[step])
+        loss = bce(T, x, y, s["w"], s["b"])
+        loss.backward()
+        update(T, s)
+        zero(s)
+        return loss
+
+    codegen.finish_compiles()
+    _compare_kept(torch, body, 100)
+    codegen.finish_compiles()
+    replayed, scans = _compare_kept(torch, body, 100)
+    if speed.fast:
+        assert replayed >= 90 and scans >= 2, (replayed, scans)
+
+
+def test_predictions_kept_with_their_losses(torch):
+    """A prediction held next to its loss after the backward (a tutorial's ``y_pred``): computed
+    from what its cycle saw, and the cycle still replays."""
+    preds = {}
+
+    def body(T, s, step):
+        z = T.matmul(s["x"], s["w"]) + s["b"]
+        loss = T.nn.functional.binary_cross_entropy_with_logits(z, s["y"])
+        loss.backward()
+        preds.setdefault(T.__name__, []).append(z)
+        update(T, s)
+        zero(s)
+        return loss
+
+    replayed, _ = _compare_kept(torch, body, 60)
+    for a, b in zip(preds["symgrad"], preds["torch"]):
+        np.testing.assert_allclose(values(a)[0], values(b)[0], **STEP_TOL)
+    if speed.fast:
+        assert replayed >= 50
