@@ -11,7 +11,7 @@ import pytest
 
 import codegen.compile as programs
 import symgrad
-from symgrad import engine, replay
+from symgrad import engine, replay, replaying
 
 torch = pytest.importorskip("torch")
 
@@ -26,7 +26,15 @@ def fresh_cache():
 
 
 class Counter:
-    count = 0
+    """Backwards replayed: by the root's kind (counted as they run), or as part of a replayed
+    trace (symgrad.replaying's count since the fixture began)."""
+
+    def __init__(self):
+        self.by_kind, self.traced_before = 0, replaying.stats.replayed
+
+    @property
+    def count(self) -> int:
+        return self.by_kind + replaying.stats.replayed - self.traced_before
 
 
 @pytest.fixture
@@ -36,7 +44,7 @@ def replays(monkeypatch):
     original = replay.Replay.run
 
     def run(self, request, dead=()):
-        counter.count += 1
+        counter.by_kind += 1
         return original(self, request, dead)
 
     monkeypatch.setattr(replay.Replay, "run", run)
