@@ -12,13 +12,16 @@ which output (or fill) each carried slot takes.  Every ``cycle_scan.LENGTH`` cyc
 chain, run because someone read a value, runs cycle by cycle.
 
 Reading is what ends a chain early.  A carried tensor is one whose class was switched to a subclass
-that answers shape, dtype, requires_grad and ``.grad`` from its slot and computes anything else:
-asking its node runs the chain and gives every carried tensor its node back (``settle``).  In the
-middle of a cycle that is off the trace, as is any op or write the entry does not name, a hook, a
-``backward`` with arguments: the cycle *falls back*: the chain settles, the cycle's entries run
-again on the usual path with the operands they saw (``_nodes``), its tensors take the real nodes,
-and the thread records the rest of the cycle.  Results of the cycle still held at its backward (a
-prediction kept next to its loss) are given nodes computed from the cycle's own operands first.
+that answers shape, dtype, requires_grad and ``.grad`` from its slot; asked for its node (to read
+it, detach it, print it) it gives a leaf of the value the chain has reached (a write of the cycle
+going on is computed aside, from what the cycle saw) and stays carried.  Given a node, it stops
+being carried.  A replayed result (``Traced``) read before its backward is computed aside the same
+way; asked for its node, its cycle *falls back*, as it does at anything off the trace (an op or
+write the entry does not name, a hook, a ``backward`` with arguments): the chain *settles* (runs,
+and every carried tensor takes its node back), the cycle's entries run again on the usual path
+with the operands they saw (``_nodes``), its tensors take the real nodes, and the thread records
+the rest of the cycle.  Results of the cycle still held at its backward (a prediction kept next to
+its loss) are given nodes computed from the cycle's own operands first.
 
 Nothing here differentiates: the program is the symbolic backward the usual path compiled.
 """
@@ -28,7 +31,6 @@ import sys
 import threading
 import weakref
 
-import jax
 import jax.numpy as jnp
 
 import codegen.compile as programs

@@ -1,4 +1,4 @@
-"""Trace replay (symgrad.cycles) against PyTorch, step by step.
+"""Trace replay (symgrad.cycles, symgrad.replaying) against PyTorch, step by step.
 
 Each scenario is a torch-style loop run with ``symgrad`` and with real PyTorch on the same
 arrays; every step returns what it read (losses, parameters, gradients, flags), and every number
@@ -15,7 +15,7 @@ import pytest
 import codegen
 import symgrad
 from codegen import cycle_scan, speed
-from symgrad import cycles
+from symgrad import replaying
 
 STEP_TOL = dict(rtol=2e-5, atol=2e-6)
 
@@ -53,9 +53,9 @@ def run(T, body, steps):
 def compare(torch, body, steps=60, replays=True):
     """The loop on both libraries, equal step by step; on the fast path, replay must have run
     (or not, when ``replays`` is False; either, when None)."""
-    before = cycles.stats.replayed
+    before = replaying.stats.replayed
     ours = run(symgrad, body, steps)
-    replayed = cycles.stats.replayed - before
+    replayed = replaying.stats.replayed - before
     theirs = run(torch, body, steps)
     for step, (a, b) in enumerate(zip(ours, theirs)):
         assert len(a) == len(b)
@@ -220,10 +220,10 @@ def test_a_trace_that_changes_every_seventh_step(torch):
         zero(s)
         return out + values(loss, s["w"], s["b"])
 
-    before = cycles.stats.fell_back
+    before = replaying.stats.fell_back
     compare(torch, body, steps=70)
     if speed.fast:
-        assert cycles.stats.fell_back > before
+        assert replaying.stats.fell_back > before
 
 
 def test_exceptions_inside_a_replayed_step(torch):
@@ -343,11 +343,11 @@ def test_a_chain_replayed_with_its_gradient_read_every_call(torch):
 
     H = np.linspace(-1, 1, 50, dtype=np.float32)
     ours, theirs = symgrad.tensor(H, requires_grad=True), torch.tensor(H, requires_grad=True)
-    before = cycles.stats.replayed
+    before = replaying.stats.replayed
     for _ in range(12):
         np.testing.assert_allclose(call(symgrad, ours), call(torch, theirs), **STEP_TOL)
     if speed.fast:
-        assert cycles.stats.replayed - before >= 8
+        assert replaying.stats.replayed - before >= 8
 
 
 @pytest.mark.parametrize("momentum", [0.0, 0.9])
@@ -416,13 +416,13 @@ def _losses_and_parameters(T, steps, body, seed=7):
 
 
 def _compare_kept(torch, body, steps):
-    before, scans = cycles.stats.replayed, cycle_scan.stats.scans
+    before, scans = replaying.stats.replayed, cycle_scan.stats.scans
     ours = _losses_and_parameters(symgrad, steps, body)
     theirs = _losses_and_parameters(torch, steps, body)
     np.testing.assert_allclose(ours[:-1], theirs[:-1], **STEP_TOL)
     for u, v in zip(ours[-1], theirs[-1]):
         np.testing.assert_allclose(u, v, **STEP_TOL)
-    return cycles.stats.replayed - before, cycle_scan.stats.scans - scans
+    return replaying.stats.replayed - before, cycle_scan.stats.scans - scans
 
 
 def test_long_loops_run_as_scans_and_every_loss_is_pytorchs(torch):
