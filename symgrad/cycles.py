@@ -124,11 +124,10 @@ class Cycle:
                                                                            # once a program has computed it
 
     def _written(self, tensor, old):
-        """The reference to a tensor written in place: an outside one, or one written earlier in
-        the cycle (not the result of an op: that tensor has history); None when not traced."""
+        """The reference to a tensor written in place: an outside one, or one made earlier in the
+        cycle (written, or the result of an op without history: ``sqrt().add_(eps)``); None when
+        not traced."""
         ref = self._operand(tensor, old)
-        if ref.__class__ is int and self.entries[ref][0] is not WRITE and self.entries[ref][0] is not FILL:
-            return None
         return ref if ref.__class__ is int or ref.__class__ is tuple else None
 
 

@@ -290,12 +290,13 @@ class Replayer:
         self.fill_kinds = {i: lazy_leaf(e[3], requires_grad=False).kind for i, e in enumerate(entries)
                            if e[0] is FILL}
         self.computed = {p: 1 + k for k, p in enumerate(plan.pending)}  # a write -> the output with its value
-        self.pending_slots = []  # each write the program computes, and the slot of the tensor it writes
-        for p in plan.pending:
-            ref = entries[p][1]
-            while ref.__class__ is int:
-                ref = entries[ref][1]
-            self.pending_slots.append((p, ref[0]))
+        last = {}  # slot of a tensor written -> its last write in the trace
+        for p, entry in enumerate(entries):
+            if entry[0] is WRITE or entry[0] is FILL:
+                slot = _slot_written(entries, entry[1])
+                if slot is not None:
+                    last[slot] = p
+        self.pending_slots = [(p, slot) for slot, p in last.items() if p in self.computed]  # writes still held
         self._start()
 
     def fills(self, signature) -> dict:
@@ -395,20 +396,25 @@ class Replayer:
         return carry
 
     def write(self, tensor, source) -> bool:
-        """``tensor``'s in-place write of the Traced ``source`` replayed; False when off the trace."""
+        """``tensor``'s in-place write of the Traced ``source`` replayed; False when off the trace.
+        A result of this cycle written in place (``sqrt().add_(eps)``) just names the write."""
         i = self.cursor
         entry = self.entries[i]
         if (entry[0] is WRITE and source.__class__ is Traced and source._record is self.record
-                and source._position == entry[2] and _grad_state.changes == self.mark and tensor._view is None
-                and not tensor._inference and not (_grad_state.enabled and entry[3]) and not _shares(tensor)
-                and self._names(tensor, entry[1])):
-            carry = self._carried(tensor, entry[4])
-            if carry is not None:
-                carry.fill = None
-                self.latest[id(tensor)] = i
-                self.writes.append(tensor)
-                self.cursor = i + 1
-                return True
+                and source._position == entry[2] and _grad_state.changes == self.mark):
+            if tensor.__class__ is Traced:
+                if tensor._record is self.record and tensor._position == entry[1] and not entry[3]:
+                    tensor._position, self.cursor = i, i + 1
+                    return True
+            elif (tensor._view is None and not tensor._inference and not (_grad_state.enabled and entry[3])
+                    and not _shares(tensor) and self._names(tensor, entry[1])):
+                carry = self._carried(tensor, entry[4])
+                if carry is not None:
+                    carry.fill = None
+                    self.latest[id(tensor)] = i
+                    self.writes.append(tensor)
+                    self.cursor = i + 1
+                    return True
         self.fall_back()
         return False
 
@@ -565,9 +571,9 @@ class Replayer:
         return any(_raw(t, Tensor) in hooks.on_nodes for t in self.captured if _raw(t, Tensor).__class__ is Node)
 
     def _tensor_of(self, ref):
-        while ref.__class__ is int:  # a tensor written earlier in the cycle: that write's reference
-            ref = self.entries[ref][1]
-        return self.captured[ref[0]]
+        """The outside tensor a write's reference names, or None for a result of the cycle."""
+        slot = _slot_written(self.entries, ref)
+        return None if slot is None else self.captured[slot]
 
     # -------------------------------------------------------------------- values and nodes
 
@@ -695,20 +701,19 @@ class Replayer:
         for k in range(upto):
             entry = entries[k]
             if entry[0] is WRITE:
-                if rebind:
-                    tensor = self._tensor_of(entry[1])
+                tensor = self._tensor_of(entry[1]) if rebind else None
+                if tensor is not None:
                     write_values(tensor, real[entry[2]])
                     real.append(tensor._node)
-                else:
+                else:  # seen aside, or a result of the cycle written (its Traced takes this node)
                     real.append(lazy_leaf(real[entry[2]], requires_grad=entry[3]))
             elif entry[0] is FILL:
-                if rebind:
-                    tensor = self._tensor_of(entry[1])
+                tensor = self._tensor_of(entry[1]) if rebind else None
+                if tensor is not None:
                     write_values(tensor, entry[3])
                     real.append(tensor._node)
                 else:
-                    target = operand(entry[1])
-                    real.append(lazy_leaf(entry[3], requires_grad=target.requires_grad))
+                    real.append(lazy_leaf(entry[3], requires_grad=operand(entry[1]).requires_grad))
             elif entry[0] is not BACKWARD:
                 _grad_state.enabled = entry[2]
                 real.append(record_op(entry[0], tuple([operand(r) for r in entry[3]]), entry[1]))
@@ -732,6 +737,17 @@ class Replayer:
                 _node_slot.__set__(traced, real[traced._position])
             stats.fell_back += 1
             _grad_state.cycle = self.recording_after(self, real, slots)
+
+
+def _slot_written(entries, ref):
+    """The slot of the outside tensor a write's reference names (through earlier writes), or None
+    when it names a result of the cycle."""
+    while ref.__class__ is int:
+        entry = entries[ref]
+        if entry[0] is not WRITE and entry[0] is not FILL:
+            return None
+        ref = entry[1]
+    return ref[0]
 
 
 def _gradient_state(tensor) -> int:

@@ -103,7 +103,9 @@ class Optimizer:
         count = self._step_counts.get(p)
         count = (int(step.item()) if count is None else count) + 1
         self._step_counts[p] = count
+        changes = _grad_state.changes
         write_values(step, constant(count, (), step._node.dtype))
+        _grad_state.changes = changes  # the count is no operand of the step: a replayed trace need not see it
         return count
 
     def step(self, closure=None):
@@ -153,20 +155,32 @@ def update(tensor: Tensor, op, *inputs) -> None:
     """``tensor`` takes ``op`` of ``inputs`` (tensors or numbers), without history: an in-place
     update recorded with no Tensor made in between and none of the checks that an optimizer's own
     buffers pass by construction (a few per parameter and step: W6 records 18 a step).  A thread
-    replaying its step (symgrad.cycles) checks the op and the write against the step's trace."""
+    replaying its step (symgrad.replaying) checks the op and the write against the step's trace."""
     cycle = _grad_state.cycle
-    result = cycle.op(op, inputs, ()) if cycle is not None and cycle.replaying else None
-    if result is not None:
+    if cycle is not None and cycle.replaying:
+        result = cycle.op(op, inputs, ())
+        if result is not None:
+            write_result(tensor, result)
+            return
+    cycle = _grad_state.cycle  # (a replaying one fell back at the op)
+    nodes = tuple([as_node(v) for v in inputs])
+    node = record(op, nodes)
+    if cycle is not None:
+        cycle.recorded(op, inputs, nodes, (), node)
+    _written(tensor, node, cycle)
+
+
+def write_result(tensor: Tensor, result: Tensor) -> None:
+    """``tensor`` takes the values of ``result`` (computed without history), as a traced write."""
+    cycle = _grad_state.cycle
+    if cycle is not None and cycle.replaying:
         if cycle.write(tensor, result):
             return
-        node = result._node  # off the trace at the write: the op is one of the cycle's real nodes now
-        cycle = _grad_state.cycle
-    else:
-        cycle = _grad_state.cycle  # (a replaying one fell back at the op)
-        nodes = tuple([as_node(v) for v in inputs])
-        node = record(op, nodes)
-        if cycle is not None:
-            cycle.recorded(op, inputs, nodes, (), node)
+        cycle = _grad_state.cycle  # off the trace at the write: the cycle recording the rest
+    _written(tensor, result._node, cycle)
+
+
+def _written(tensor, node, cycle) -> None:
     old = tensor._node
     write_values(tensor, node)
     if cycle is not None:

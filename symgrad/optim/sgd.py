@@ -7,10 +7,9 @@ PyTorch does by default, so the next backward writes them instead of adding.
 from __future__ import annotations
 
 from symgrad.grad_mode import enable_grad, no_grad
-from symgrad.inplace import write_values
 from symgrad.ops.elementwise import elementwise
 from symgrad.ops.registry import Example
-from symgrad.optim.optimizer import Optimizer, at_least_zero, update
+from symgrad.optim.optimizer import Optimizer, at_least_zero, update, write_result
 from symgrad.nodes import lazy_leaf
 from symgrad.tensor import Tensor
 
@@ -52,7 +51,7 @@ class SGD(Optimizer):
                         # a leaf of its own (PyTorch clones the gradient): not a view of .grad
                         buffer = self.state[p]["momentum_buffer"] = Tensor(lazy_leaf(g._node))
                     else:
-                        write_values(buffer, (buffer * momentum + (1 - dampening) * g)._node)
+                        write_result(buffer, buffer * momentum + (1 - dampening) * g)
                     g = g + momentum * buffer if group["nesterov"] else buffer
                 update(p, SGD_UPDATE, p, g, lr)
         return loss
