@@ -737,6 +737,8 @@ class Replayer:
                 _node_slot.__set__(traced, real[traced._position])
             stats.fell_back += 1
             _grad_state.cycle = self.recording_after(self, real, slots)
+            self.chain.replayer = self.record = None  # no reference cycle is left behind
+            self.made = []
 
 
 def _slot_written(entries, ref):
@@ -748,6 +750,11 @@ def _slot_written(entries, ref):
             return None
         ref = entry[1]
     return ref[0]
+
+
+def carried(tensor) -> bool:
+    """Whether ``tensor``'s values are carried by a chain of replayed cycles (not computed yet)."""
+    return _raw(tensor, Tensor).__class__ is Carry
 
 
 def _gradient_state(tensor) -> int:

@@ -9,6 +9,7 @@ import pytest
 
 import symgrad
 from codegen import deferred
+from symgrad import replaying
 
 F32 = dict(rtol=1e-5, atol=1e-6)
 
@@ -277,7 +278,7 @@ def test_every_way_of_reading_a_pending_value(read):
     a = symgrad.tensor(np.float32([1.0, 2.0]), requires_grad=True)
     for _ in range(deferred.HOT_AFTER + 3):
         (a * a).sum().backward()
-    assert isinstance(a.grad._node.value, deferred.Pending)
+    assert replaying.carried(a.grad) or isinstance(a.grad._node.value, deferred.Pending)  # trace replay, or deferred
     grad = 2 * (deferred.HOT_AFTER + 3) * np.float32([1.0, 2.0])
     if read == "print":
         assert str(a.grad) == repr(symgrad.tensor(grad))
@@ -302,9 +303,9 @@ def test_a_deferred_loop_leaves_nothing_for_the_cycle_collector():
     gc.disable()
     try:
         gc.collect()
-        chains = deferred.stats.chains_run
+        chains, replayed = deferred.stats.chains_run, replaying.stats.replayed
         _seed_loop(symgrad, 100)
-        assert deferred.stats.chains_run > chains
+        assert deferred.stats.chains_run > chains or replaying.stats.replayed > replayed + 90
         assert gc.collect() == 0
     finally:
         if enabled:
