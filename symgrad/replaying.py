@@ -369,8 +369,11 @@ class Replayer:
         the kind the trace names, not written in this cycle, in no other slot."""
         captured = self.captured
         if (ref[0] != len(captured) or not isinstance(tensor, Tensor) or tensor.__class__ is Traced
-                or tensor._inference or id(tensor) in self.latest or any(c is tensor for c in captured)):
+                or tensor._inference or id(tensor) in self.latest):
             return False
+        for other in captured:
+            if other is tensor:
+                return False
         node = _raw(tensor, Tensor)
         if node.__class__ is Carry and node.chain is not self.chain or node.kind is not ref[1]:
             return False
