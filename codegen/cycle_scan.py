@@ -43,6 +43,7 @@ class Loop:
         self.program = program  # ``run`` (jitted) and ``python_fn`` (to compose)
         self.scans = {}  # (signature, invariant) -> compiled scan; None while compiling, False if it failed
         self.steps, self.unrolled = 0, None  # steps run one by one; the program's straight-line form
+        self.fills = {}  # signature -> its fill arrays
 
     def _run(self):
         """The program's jitted call: its straight-line form once ready (codegen.unrolled)."""
@@ -57,7 +58,10 @@ class Loop:
     def run(self, signature, fills, state, outside):
         """The first results of each step in turn and the state after them; ``outside``: each
         step's outside arrays; ``fills``: ``("fill", k)`` -> (shape, value, dtype)."""
-        fills = {k: jnp.full(shape, value, dtype) for k, (shape, value, dtype) in fills.items()}
+        arrays = self.fills.get(signature)
+        if arrays is None:
+            arrays = self.fills[signature] = {k: jnp.full(shape, v, dtype) for k, (shape, v, dtype) in fills.items()}
+        fills = arrays
         if len(outside) == LENGTH:
             invariant = tuple(all(a[j] is outside[0][j] for a in outside) for j in range(len(outside[0])))
             key = (signature, invariant)

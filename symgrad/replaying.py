@@ -175,10 +175,11 @@ class Record:
     """One replayed cycle, as its results know it: done once its backward is in the chain; then the
     root's value (run the chain to get it), and a node for the root if anyone asks one."""
 
-    __slots__ = ("replayer", "done", "value", "index")
+    __slots__ = ("replayer", "done", "value", "index", "slots", "real")
 
     def __init__(self, replayer):
         self.replayer, self.done, self.value, self.index = replayer, False, None, None
+        self.slots = self.real = None  # the operands kept for results held after the backward; their nodes
 
 
 class Traced(_Kinded, Tensor):
@@ -221,29 +222,44 @@ class Traced(_Kinded, Tensor):
 
 class Chain:
     """Replayed cycles of one thread not run yet, and the state they carry: per carried slot its
-    tensor and its value after the cycles run so far (an array, or at first the node it had)."""
+    tensor and its value after the cycles run so far (an array, or at first the node it had).
 
-    __slots__ = ("replayer", "carries", "tensors", "state", "signature", "outside", "records")
+    A loop that reads a value after every step (W1, W4: the gradient) gains nothing from waiting:
+    a chain read one cycle after it began makes the next ones run at their backward (``eager``
+    cycles, the program dispatched while Python goes on), twice as many each time it happens
+    again, as ``codegen.deferred`` does with its programs."""
+
+    __slots__ = ("replayer", "carries", "tensors", "state", "signature", "outside", "records", "eager", "wait")
 
     def __init__(self, replayer):
         self.replayer = replayer
         self.carries, self.tensors, self.state = [], [], []
         self.signature, self.outside, self.records = None, [], []
+        self.eager, self.wait = 0, 8
 
     def append(self, signature, outside, record) -> None:
         if signature != self.signature:
-            self.run()
+            self.run(read=False)
             self.signature = signature
         self.outside.append(outside)
         self.records.append(record)
-        if len(self.records) == cycle_scan.LENGTH:
-            self.run()
+        if self.eager:
+            self.eager -= 1
+            self.run(read=False)
+        elif len(self.records) == cycle_scan.LENGTH:
+            self.run(read=False)
 
-    def run(self) -> None:
-        """Run the cycles appended: carried values and roots computed."""
+    def run(self, read=True) -> None:
+        """Run the cycles appended: carried values and roots computed (``read``: because someone
+        reads a value)."""
         records = self.records
         if not records:
             return
+        if read:
+            if len(records) == 1:
+                self.eager, self.wait = self.wait, min(2 * self.wait, deferred.MAX_WAIT)
+            else:
+                self.wait = 8
         with deferred.on_arrays():
             state = [engine.array(s) if s.__class__ is Node else deferred.value(s) for s in self.state]
             outside = [tuple([engine.array(node) for node in step]) for step in self.outside]
@@ -287,6 +303,7 @@ class Replayer:
         self.thread = threading.get_ident()
         self.chain = Chain(self)
         self.gradient_slots = {}  # id of an owner -> the slot its .grad is carried in
+        self.fill_specs = {}  # signature -> its fills
         self.fill_kinds = {i: lazy_leaf(e[3], requires_grad=False).kind for i, e in enumerate(entries)
                            if e[0] is FILL}
         self.computed = {p: 1 + k for k, p in enumerate(plan.pending)}  # a write -> the output with its value
@@ -301,11 +318,13 @@ class Replayer:
 
     def fills(self, signature) -> dict:
         """The fills a signature names: (shape, value, dtype) of each."""
-        fills = {}
-        for s in signature[0] + signature[1]:
-            if s.__class__ is tuple and s[0] == "fill":
-                const = self.entries[s[1]][3]
-                fills[s] = (const.shape, const.attrs[0], const.dtype.numpy)
+        fills = self.fill_specs.get(signature)
+        if fills is None:
+            fills = self.fill_specs[signature] = {}
+            for s in signature[0] + signature[1]:
+                if s.__class__ is tuple and s[0] == "fill":
+                    const = self.entries[s[1]][3]
+                    fills[s] = (const.shape, const.attrs[0], const.dtype.numpy)
         return fills
 
     def _start(self) -> None:
@@ -458,9 +477,10 @@ class Replayer:
             if not self._holds(owners) or (hooks.leaves or hooks.on_nodes.data) and self._hooked(owners):
                 self.fall_back()
                 return False
-            held = [t for t in self.made if t is not root and sys.getrefcount(t) > 3]
-            if held:  # results still held after the backward: their values from what the cycle saw
-                self._peek(held)
+            for traced in self.made:
+                if traced is not root and sys.getrefcount(traced) > 3:  # a result held after the backward:
+                    self.record.slots = self._operands()  # what computes it, should anyone ask
+                    break
             chain = self.chain
             sources, outside, side = [], [], []
 
@@ -626,7 +646,9 @@ class Replayer:
 
     def node_for(self, traced):
         """The node of a Traced tensor: this thread's cycle falls back; another thread's current
-        cycle is computed on the side; a done cycle's root gets its graph, freed, and its value."""
+        cycle is computed on the side; a done cycle gets its graph (from the operands it kept if
+        results were held at its backward, else leaves standing for them), freed, and its root's
+        value."""
         with self.lock:
             try:
                 return _node_slot.__get__(traced, Tensor)
@@ -634,28 +656,37 @@ class Replayer:
                 pass
             record = traced._record
             if record.done:
-                real = self._nodes(placeholders=True)[0]
-                root = real[traced._position]
-                root.computed(self.root_value(record))
-                for node in gradient_path(root)[0]:
-                    node.freed = True
+                real = record.real
+                if real is None:
+                    real = record.real = self._nodes(slots=record.slots, placeholders=record.slots is None)[0]
+                    root = real[self.entries[-1][1]]
+                    root.computed(self.root_value(record))
+                    for node in gradient_path(root)[0]:
+                        node.freed = True
+                node = real[traced._position]
             elif record is self.record and threading.get_ident() == self.thread:
                 self.fall_back()
                 return _node_slot.__get__(traced, Tensor)
             elif record is self.record:
-                root = self._peeked(self.cursor)[traced._position]
+                node = self._peeked(self.cursor)[traced._position]
             else:
                 raise RuntimeError("a replayed result of a cycle that fell back has no node")  # pragma: no cover
-            _node_slot.__set__(traced, root)
-            return root
+            _node_slot.__set__(traced, node)
+            return node
 
-    def _peek(self, held) -> None:
-        """Nodes for results of this cycle held after its backward, computed from its operands."""
-        real = self._peeked(self.cursor)
-        for traced in held:
-            _node_slot.__set__(traced, real[traced._position])
-        for node in gradient_path(real[self.entries[-1][1]])[0]:
-            node.freed = True
+    def _operands(self) -> dict:
+        """The nodes of this cycle's outside operands as they were when it began (a carried one's
+        value is the chain's, run up to here): what a result held after the backward needs."""
+        self.chain.run(read=False)
+        state, slots = self.chain.state, {}
+        for slot, tensor in enumerate(self.captured):
+            node = _raw(tensor, Tensor)
+            if node.__class__ is Carry:
+                kind, value = node.kind, state[node.index]
+                node = Node(LEAF, (), (), kind.shape, kind.dtype, kind.requires_grad,
+                            engine.array(value) if value.__class__ is Node else value, kind, None, ())
+            slots[slot] = node
+        return slots
 
     def _peeked(self, upto):
         self.chain.run()
@@ -667,7 +698,7 @@ class Replayer:
             if threading.get_ident() == self.thread:
                 self.mark += _grad_state.changes - before
 
-    def _nodes(self, upto=None, rebind=False, placeholders=False):
+    def _nodes(self, upto=None, rebind=False, placeholders=False, slots=None):
         """The cycle's entries (up to ``upto``) made on the usual path from the operands they saw:
         slots as their nodes (a carried one: a leaf of the chain's value), writes and fills as the
         leaves they gave, or, with ``rebind``, written into their tensors for real.  With
@@ -675,7 +706,7 @@ class Replayer:
         values: the graph only answers what its nodes are."""
         entries = self.entries
         upto = len(entries) - 1 if upto is None else upto
-        slots, real = {}, []
+        slots, real = {} if slots is None else slots, []
         chain = self.chain
 
         def slot_node(ref):

@@ -1,6 +1,6 @@
 """``symgrad tour``: the seeds' one-layer network, from recording to generated JAX source.
 
-Every number it prints is measured as it runs (programs compiled, cache hits, deferred chains),
+Every number it prints is measured as it runs (programs compiled, cache hits, steps replayed),
 so the tour stays true as the speed layer changes."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import sympy
 
 import codegen
 import symgrad as torch
+from symgrad import replaying
 
 
 def _section(title: str) -> None:
@@ -66,7 +67,7 @@ def run(picture_dir=None) -> None:
     print("b.grad =", b.grad)
 
     _section("A training loop: the graph is rebuilt each step; a program per new structure")
-    compiled, hits, chains = [], codegen.stats.hits, codegen.deferred.stats.chains_run
+    compiled, hits, replayed = [], codegen.stats.hits, replaying.stats.replayed
     for _ in range(100):
         before = codegen.stats.compiles
         loss = torch.nn.functional.binary_cross_entropy_with_logits(torch.matmul(x, w) + b, y)
@@ -78,7 +79,7 @@ def run(picture_dir=None) -> None:
         b.grad.zero_()
         compiled.append(codegen.stats.compiles - before)
     print(f"loss after 100 steps: {loss.item():.4f}")
-    _report_compiles(compiled, codegen.stats.hits - hits, codegen.deferred.stats.chains_run - chains)
+    _report_compiles(compiled, codegen.stats.hits - hits, replaying.stats.replayed - replayed)
 
     _section("The gradient exported: a directory that runs with plain JAX (docs/exporting.md)")
 
@@ -92,7 +93,7 @@ def run(picture_dir=None) -> None:
     print(f"loaded back and called: loss {float(value):.4f}, dloss/db = {grad_b}")
 
 
-def _report_compiles(compiled, hits, chains) -> None:
+def _report_compiles(compiled, hits, replayed) -> None:
     """What the loop compiled, step by step, and why the first two steps differ from the rest."""
     steps = [f"step {i + 1}: {n}" for i, n in enumerate(compiled) if n]
     print(f"programs compiled during the loop: {sum(compiled)} ({', '.join(steps) or 'none'}); "
@@ -103,5 +104,7 @@ def _report_compiles(compiled, hits, chains) -> None:
         print("  step 1's backward adds into the .grad that the backward above filled; from step 2 on, .grad\n"
               "  was zeroed and w and b were updated in place under no_grad, so each program also computes\n"
               "  their new values: a second structure, which every later step shares and finds cached.")
-    print(f"  after {codegen.deferred.HOT_AFTER} calls in a row a program's calls are deferred and run "
-          f"{codegen.deferred.MAX_CHAIN} at a time as one XLA call (codegen/deferred.py): {chains} such runs.")
+    print(f"  once a step's trace (its ops, in-place writes and zero_ calls) equals the step before, the\n"
+          f"  next steps are replayed (symgrad/replaying.py): each op is checked against the trace, w, b and\n"
+          f"  their .grad are carried from step to step, and {codegen.cycle_scan.LENGTH} steps run as one "
+          f"XLA call (a lax.scan): {replayed} steps replayed.")

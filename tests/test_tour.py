@@ -21,6 +21,8 @@ def test_the_tour_writes_the_picture_it_names_and_counts_compiles_honestly(tmp_p
     steps = [int(n) for n in re.findall(r"step \d+: (\d+)", out)]
     assert during == sum(steps) and during <= codegen.stats.compiles - before
     assert "the program is compiled once" not in out  # what it said while compiling two
+    replayed = int(re.search(r"(\d+) steps replayed", out).group(1))
+    assert replayed >= 90 if codegen.speed.fast else replayed == 0
     artifact = tmp_path / "seed-gradient"
     assert f"written: {artifact}" in out and (artifact / "manifest.json").exists()
     loss = float(re.search(r"loss after 100 steps: ([\d.]+)", out).group(1))
