@@ -26,22 +26,24 @@ from symgrad.tensor import Tensor
 
 MAX_ENTRIES = 20_000  # a longer cycle is not traced (its recording would cost more than it saves)
 MAX_PATIENCE = 64     # equal traces in a row wanted before replaying again, after falling back repeatedly
+MIN_REST, MAX_REST = 8, 256  # cycles a thread traces nothing after traces that do not repeat (doubling)
+MISSES = 4            # traces in a row unequal to the one before, before resting
 
 
 class Cycle:
     """One thread's cycle being recorded: its trace (``entries``) and what its operands were."""
 
     __slots__ = ("entries", "previous", "captured", "tensors", "slots", "positions", "made", "mark", "broken",
-                 "lock", "streak", "patience", "loops", "__weakref__")
+                 "lock", "streak", "patience", "loops", "rest", "misses", "pause", "root_kind", "changes", "__weakref__")
 
     replaying = False
 
-    def __init__(self, previous=None, streak=0, patience=1, lock=None, loops=None):
+    def __init__(self, previous=None, streak=0, patience=1, lock=None, loops=None, pause=MIN_REST):
         """``previous``: the trace before; ``streak``: equal traces in a row so far; ``patience``:
         how many replaying needs (it doubles each time a replayed cycle falls back, so a step that
         leaves its trace every few cycles soon stops paying for falling back); ``lock``: the
         thread's (another thread that reads a value takes it); ``loops``: the thread's replays so
-        far, by trace (their compiled scans are kept)."""
+        far, by trace (their compiled scans are kept); ``pause``: how long the next rest lasts."""
         self.streak, self.patience, self.previous = streak, patience, previous
         self.entries = []
         self.captured, self.tensors, self.slots = [], [], {}  # outside nodes, their tensors (weak), id -> slot
@@ -49,6 +51,15 @@ class Cycle:
         self.mark, self.broken = _grad_state.changes, False
         self.lock = lock or threading.RLock()
         self.loops = loops if loops is not None else []
+        self.rest, self.misses, self.pause, self.root_kind, self.changes = 0, 0, pause, None, 0
+
+    def resting(self, cycles: int, root, changes: int) -> "Cycle":
+        """This cycle, tracing nothing for ``cycles`` cycles (tracing costs a loop that will not
+        replay soon ~20 µs a step): a trace waited for, or one that does not repeat.  A cycle that
+        ends in a root of another kind, or records another number of nodes (``changes`` is the
+        last one's), is another loop's: it ends the rest."""
+        self.rest, self.broken, self.root_kind, self.changes = cycles, True, root.kind, changes
+        return self
 
     # --------------------------------------------------------------------- recording
 
@@ -135,7 +146,8 @@ class Plan:
     """How a replayed backward runs the program the usual path compiled for this trace: where
     each input comes from, which writes its outputs fill, whose ``.grad`` takes the rest."""
 
-    __slots__ = ("program", "inputs", "pending", "owners", "owned", "accumulate", "aliases", "generation")
+    __slots__ = ("program", "inputs", "pending", "owners", "owned", "accumulate", "aliases", "generation",
+                 "declined")
 
     def __init__(self, program, inputs, pending, owners, owned, accumulate, aliases):
         """``aliases``: (slot, owner) pairs whose operand was that owner's ``.grad`` (the program
@@ -143,6 +155,7 @@ class Plan:
         self.program, self.inputs, self.pending = program, inputs, pending
         self.owners, self.owned, self.accumulate, self.aliases = owners, owned, accumulate, aliases
         self.generation = programs.cache.cleared  # a cleared cache forgets this program too
+        self.declined = False  # replaying this trace costs more than recording it (symgrad.replaying)
 
 
 def _grad_state_of(tensor) -> int:
@@ -217,7 +230,8 @@ def _before_backward(tensor, cycle):
 
 def _after_backward(tensor, root, ran, before) -> None:
     """A backward ran on the usual path: the thread's cycle ends here, and the next one
-    replays when this trace equals the last one and its program reads only what it names."""
+    replays when this trace equals the last one and its program reads only what it names.
+    While it waits for more equal traces, or after traces that do not repeat, it rests."""
     if not speed.fast:
         _grad_state.cycle = None
         return
@@ -225,7 +239,17 @@ def _after_backward(tensor, root, ran, before) -> None:
     if cycle is None or cycle.replaying:
         _grad_state.cycle = Cycle()
         return
+    if cycle.rest:
+        cycle.rest -= 1
+        changes, cycle.mark = _grad_state.changes - cycle.mark, _grad_state.changes
+        if root.kind is not cycle.root_kind or changes != cycle.changes:  # another loop
+            _grad_state.cycle = Cycle(None, 0, 1, cycle.lock, cycle.loops)
+        elif not cycle.rest:  # the next cycle is traced, and compared with the last one traced
+            _grad_state.cycle = Cycle(cycle.previous, cycle.streak, cycle.patience, cycle.lock, cycle.loops,
+                                      cycle.pause)
+        return
     plan, streak, patience = None, 0, 1  # a new trace starts with no patience owed
+    changes = _grad_state.changes - cycle.mark if not cycle.broken else -1
     position = cycle.position(root)
     traced = before is not None and ran is not None and position is not None
     if traced:
@@ -235,7 +259,16 @@ def _after_backward(tensor, root, ran, before) -> None:
             plan = plan_of(cycle, root, ran, before) if streak >= patience else None
     entries = cycle.entries if traced else None
     if plan is None:
-        _grad_state.cycle = Cycle(entries, streak, patience, cycle.lock, cycle.loops)
+        following = _grad_state.cycle = Cycle(entries, streak, patience, cycle.lock, cycle.loops, cycle.pause)
+        if streak and streak + 1 < patience:  # equal, waiting: the cycles between are not traced
+            following.streak = patience - 1
+            following.resting(patience - 1 - streak, root, changes)
+        elif streak >= patience or not streak and cycle.misses + 1 >= MISSES:  # cannot replay, or no repeat
+            following.previous = None if not streak else entries
+            following.pause = min(2 * cycle.pause, MAX_REST)
+            following.resting(cycle.pause, root, changes)
+        elif not streak:
+            following.misses = cycle.misses + 1
         return
     known = next((known for known in cycle.loops if known[1].program is plan.program
                   and known[1].generation == plan.generation and known[0] == entries), None)
@@ -243,6 +276,10 @@ def _after_backward(tensor, root, ran, before) -> None:
         del cycle.loops[:-7]
         known = (entries, plan, cycle_scan.Loop(plan.program))
         cycle.loops.append(known)
+    elif known[1].declined:
+        following = _grad_state.cycle = Cycle(entries, streak, patience, cycle.lock, cycle.loops, MAX_REST)
+        following.resting(MAX_REST, root, changes)
+        return
     _grad_state.cycle = Replayer(*known[:2], streak, patience, cycle.lock, known[2], cycle.loops, recording_after)
 
 

@@ -45,6 +45,7 @@ from symgrad.inplace import write_values
 from symgrad.tensor import Tensor, record as record_op
 from symgrad.tracing import gradient_path
 
+SHORT_TRACE = 8  # a step this short, read after every backward, costs more replayed than recorded (W1)
 WRITE, FILL, BACKWARD = "write", "fill", "backward"
 SLOT, WRITTEN, GRAD = 0, 1, 2  # where a program input comes from: an outside operand, a write, a .grad
 _NUMBERS = frozenset((int, float, bool))
@@ -261,8 +262,8 @@ class Chain:
             else:
                 self.wait = 8
         with deferred.on_arrays():
-            state = [engine.array(s) if s.__class__ is Node else deferred.value(s) for s in self.state]
-            outside = [tuple([engine.array(node) for node in step]) for step in self.outside]
+            state = [_array(s) for s in self.state]
+            outside = [tuple([_array(node) for node in step]) for step in self.outside]
             roots, self.state = self.replayer.loop.run(self.signature, self.replayer.fills(self.signature),
                                                        state, outside)
         for k, record in enumerate(records):
@@ -275,6 +276,27 @@ class Chain:
         for carry, tensor, value in zip(self.carries, self.tensors, self.state):
             _restore(tensor, carry, value)
         self.carries, self.tensors, self.state = [], [], []
+
+
+_ZEROS: dict = {}
+
+
+def _zeros(kind):
+    """An array of zeros of ``kind``'s shape and dtype, made once."""
+    zeros = _ZEROS.get(kind)
+    if zeros is None:
+        if len(_ZEROS) > 256:
+            _ZEROS.clear()
+        zeros = _ZEROS[kind] = jnp.zeros(kind.shape, kind.dtype.numpy)
+    return zeros
+
+
+def _array(value):
+    """An array from a node or a deferred result (computed if need be), or the array itself."""
+    if value.__class__ is Node:
+        array = value.value
+        return engine.array(value) if array is None or array.__class__ is deferred.Pending else array
+    return value.get() if value.__class__ is deferred.Pending else value
 
 
 def _restore(tensor, carry, value) -> None:
@@ -466,7 +488,10 @@ class Replayer:
         it fell back."""
         with self.lock:
             entries, plan = self.entries, self.plan
+            if self.chain.eager and len(entries) <= SHORT_TRACE:
+                plan.declined = True  # the thread records this trace from now on (symgrad.cycles)
             if (not speed.fast or root.__class__ is not Traced or root._record is not self.record
+                    or plan.declined
                     or self.cursor != len(entries) - 1 or root._position != entries[-1][1]
                     or _grad_state.changes != self.mark or engine.anomaly_mode[0]
                     or self.thread != threading.get_ident()):
@@ -543,7 +568,9 @@ class Replayer:
             slot = self.gradient_slots.get(id(owner))
             if slot is not None and slot < len(chain.tensors):
                 old = chain.tensors[slot]
-                held = 3 + sum(c is old for c in self.captured) + sum(c is old for c in self.writes)
+                held = 3  # this list, ``old`` and getrefcount's argument; and the cycle's own lists:
+                for other in self.captured + self.writes:
+                    held += other is old
                 if _raw(old, Tensor).__class__ is Carry and sys.getrefcount(old) > held:  # held by someone
                     chain.run()
                     _restore(old, chain.carries[slot], chain.state[slot])
@@ -553,7 +580,7 @@ class Replayer:
                 _node_slot.__set__(grad, carry)
                 grad.__class__ = carried_class(Tensor)
                 return
-            _node_slot.__set__(grad, _leaf(kind, jnp.zeros(kind.shape, kind.dtype.numpy), grad))  # taken by the backward
+            _node_slot.__set__(grad, _leaf(kind, _zeros(kind), grad))  # a stand-in: the backward's output replaces it
             carry = self._carried(grad, kind)
             carry.old = None
             self.gradient_slots[id(owner)] = carry.index
@@ -658,7 +685,8 @@ class Replayer:
             if record.done:
                 real = record.real
                 if real is None:
-                    real = record.real = self._nodes(slots=record.slots, placeholders=record.slots is None)[0]
+                    real = record.real = self._unseen(self._nodes, slots=record.slots,
+                                                      placeholders=record.slots is None)[0]
                     root = real[self.entries[-1][1]]
                     root.computed(self.root_value(record))
                     for node in gradient_path(root)[0]:
@@ -689,10 +717,15 @@ class Replayer:
         return slots
 
     def _peeked(self, upto):
+        """Nodes of this cycle's entries up to ``upto``, made aside from the chain's values."""
         self.chain.run()
+        return self._unseen(self._nodes, upto=upto)[0]
+
+    def _unseen(self, fn, **arguments):
+        """``fn(**arguments)``, recording nodes that are no change this thread's trace must see."""
         before, enabled = _grad_state.changes, _grad_state.enabled
         try:
-            return self._nodes(upto=upto)[0]
+            return fn(**arguments)
         finally:
             _grad_state.enabled = enabled
             if threading.get_ident() == self.thread:

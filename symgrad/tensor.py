@@ -353,7 +353,7 @@ def apply(op, *args, attrs: tuple = ()) -> Tensor:
     node = record(op, nodes, attrs)
     if _inference_made[0] and node.requires_grad:
         _refuse_saved_inference(node, args)
-    if cycle is not None:
+    if cycle is not None and not cycle.broken:  # symgrad.cycles: traced (a resting cycle traces nothing)
         cycle.recorded(op, args, nodes, attrs, node)
     return Tensor(node)
 
