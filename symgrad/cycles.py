@@ -34,7 +34,7 @@ class Cycle:
     """One thread's cycle being recorded: its trace (``entries``) and what its operands were."""
 
     __slots__ = ("entries", "previous", "captured", "tensors", "slots", "positions", "made", "mark", "broken",
-                 "lock", "streak", "patience", "loops", "rest", "misses", "pause", "root_kind", "changes", "__weakref__")
+                 "lock", "streak", "patience", "loops", "rest", "misses", "pause", "root_kind", "changes", "begun", "__weakref__")
 
     replaying = False
 
@@ -52,6 +52,7 @@ class Cycle:
         self.lock = lock or threading.RLock()
         self.loops = loops if loops is not None else []
         self.rest, self.misses, self.pause, self.root_kind, self.changes = 0, 0, pause, None, 0
+        self.begun = _grad_state.changes  # nodes recorded and tensors rebound before this cycle
 
     def resting(self, cycles: int, root, changes: int) -> "Cycle":
         """This cycle, tracing nothing for ``cycles`` cycles (tracing costs a loop that will not
@@ -241,7 +242,7 @@ def _after_backward(tensor, root, ran, before) -> None:
         return
     if cycle.rest:
         cycle.rest -= 1
-        changes, cycle.mark = _grad_state.changes - cycle.mark, _grad_state.changes
+        changes, cycle.begun = _grad_state.changes - cycle.begun, _grad_state.changes
         if root.kind is not cycle.root_kind or changes != cycle.changes:  # another loop
             _grad_state.cycle = Cycle(None, 0, 1, cycle.lock, cycle.loops)
         elif not cycle.rest:  # the next cycle is traced, and compared with the last one traced
@@ -249,7 +250,7 @@ def _after_backward(tensor, root, ran, before) -> None:
                                       cycle.pause)
         return
     plan, streak, patience = None, 0, 1  # a new trace starts with no patience owed
-    changes = _grad_state.changes - cycle.mark if not cycle.broken else -1
+    changes = _grad_state.changes - cycle.begun if not cycle.broken else -1
     position = cycle.position(root)
     traced = before is not None and ran is not None and position is not None
     if traced:
