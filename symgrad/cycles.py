@@ -21,7 +21,7 @@ from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
 from symgrad.nodes import CONST, LEAF, is_zero_fill
 from codegen import cycle_scan  # a module import: importing codegen may be what imports symgrad
-from symgrad.replaying import BACKWARD, FILL, GRAD, SLOT, WRITE, WRITTEN, Replayer, _shares
+from symgrad.replaying import BACKWARD, FILL, GRAD, SLOT, WRITE, WRITTEN, Replayer, _shares, worth_replaying
 from symgrad.tensor import Tensor
 
 MAX_ENTRIES = 20_000  # a longer cycle is not traced (its recording would cost more than it saves)
@@ -258,6 +258,8 @@ def _after_backward(tensor, root, ran, before) -> None:
         if cycle.entries == cycle.previous:
             streak, patience = cycle.streak + 1, cycle.patience
             plan = plan_of(cycle, root, ran, before) if streak >= patience else None
+            if plan is not None and not worth_replaying(plan, cycle.entries):
+                plan = None
     entries = cycle.entries if traced else None
     if plan is None:
         following = _grad_state.cycle = Cycle(entries, streak, patience, cycle.lock, cycle.loops, cycle.pause)

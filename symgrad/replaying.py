@@ -27,6 +27,7 @@ Nothing here differentiates: the program is the symbolic backward the usual path
 """
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import weakref
@@ -35,7 +36,7 @@ import jax.numpy as jnp
 
 import codegen.compile as programs
 from codegen import cycle_scan, deferred, speed
-from symgrad import engine, hooks, kinds
+from symgrad import donation, engine, hooks, kinds
 from symgrad.dtypes import Size, number_in
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
@@ -174,7 +175,8 @@ def carried_class(cls):
 
 class Record:
     """One replayed cycle, as its results know it: done once its backward is in the chain; then the
-    root's value (run the chain to get it), and a node for the root if anyone asks one."""
+    root's value (the chain's ``index``-th), the operands it kept if results were held after the
+    backward (``slots``), and its nodes once anyone asks for one (``real``)."""
 
     __slots__ = ("replayer", "done", "value", "index", "slots", "real")
 
@@ -185,7 +187,7 @@ class Record:
 
 class Traced(_Kinded, Tensor):
     """The result of a replayed op: its cycle's record, its position and kind.  Asking its node
-    makes the cycle fall back (or, for a cycle done, builds its freed graph)."""
+    makes the cycle going on fall back (a done cycle builds its graph, freed, instead)."""
 
     __slots__ = ("_record", "_position", "_kind")
 
@@ -817,6 +819,13 @@ def _slot_written(entries, ref):
             return None
         ref = entry[1]
     return ref[0]
+
+
+def worth_replaying(plan, entries) -> bool:
+    """Whether a trace's state is small enough to carry: a step that writes a big array is
+    dispatch-bound no more, and the usual path gives its old state up to XLA (symgrad.donation)."""
+    kinds_carried = [kind for _, _, kind in plan.owned] + [entry[4] for entry in entries if entry[0] is WRITE]
+    return all(math.prod(kind.shape) < donation.MIN_ELEMENTS for kind in kinds_carried)
 
 
 def carried(tensor) -> bool:
