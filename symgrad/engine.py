@@ -230,29 +230,29 @@ def _realize(nodes) -> bool:
 # ---------------------------------------------------------------------------- backward
 
 
-def backward(root, seed=None, retain_graph: bool = False, inputs=None):
+def backward(root, seed=None, retain_graph: bool = False, inputs=None, describe: bool = False):
     """Gradients of the node ``root`` (weighted by the node ``seed``) into the ``.grad`` of the
     tensors that own its leaves, or of the tensors ``inputs`` (which may be non-leaf).
 
-    Returns what ran, for symgrad.cycles to replay: (program, its input nodes, the pending leaves
-    its outputs fill, the owners whose ``.grad`` it fills, a target node of each); None for a
-    backward that is not one program on the root's own gradient."""
+    With ``describe``, returns what ran, for symgrad.cycles to replay: (program, its input nodes, the
+    pending leaves its outputs fill, the owners whose ``.grad`` it fills, a target node of each);
+    None for a backward that is not one program on the root's own gradient."""
     if inputs is None:
-        return _backward(root, seed, retain_graph, None)
+        return _backward(root, seed, retain_graph, None, describe)
     if not len(inputs):
         raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     borrowed = [t for t in inputs if not t._node.is_leaf and not t._node.retains_grad]
     for t in borrowed:
         t._node.retains_grad, t._node.owner = True, weakref.ref(t)
     try:
-        _backward(root, seed, retain_graph, inputs)
+        _backward(root, seed, retain_graph, inputs, False)
         return None
     finally:
         for t in borrowed:
             t._node.retains_grad, t._node.owner = False, None
 
 
-def _backward(root, seed, retain_graph, inputs) -> None:
+def _backward(root, seed, retain_graph, inputs, describe):
     path, targets = gradient_path(root, inputs)
     for node in path:
         if node.freed and keeps_tensors(node):
@@ -267,7 +267,7 @@ def _backward(root, seed, retain_graph, inputs) -> None:
         outputs = _replayed(found, root, request, path, targets)
         pending = [request.pending[i] for i in found.pending]
         owners, owned = request.owners, request.owned
-        ran = found.compiled, [request.sources[i] for i in found.inputs]
+        ran = (found.compiled, [request.sources[i] for i in found.inputs]) if describe else None
     else:
         plan, compiled = _without_collection(_planned, root, seed, inputs, (path, targets))
         if request is not None:
@@ -278,7 +278,7 @@ def _backward(root, seed, retain_graph, inputs) -> None:
         pending = [plan.walk.order[position] for position in plan.pending]
         owners, owned = plan.owners, plan.owned
         walk = plan.walk
-        ran = compiled, [node for p, node in enumerate(walk.order) if walk.is_input(p)]
+        ran = (compiled, [node for p, node in enumerate(walk.order) if walk.is_input(p)]) if describe else None
     if anomaly_mode[0] and anomaly_mode[1]:
         _check_nan(owned, outputs[1 + len(pending):])
     root.computed(outputs[0])
@@ -290,7 +290,7 @@ def _backward(root, seed, retain_graph, inputs) -> None:
     if not retain_graph:
         for node in path:
             node.freed = True
-    return (*ran, pending, owners, owned) if seed is None and not retain_graph else None
+    return (*ran, pending, owners, owned) if describe and seed is None and not retain_graph else None
 
 
 def _replayed(found, root, request, path, targets):

@@ -145,7 +145,7 @@ class Tensor:
             self._backward_creating_graph(seed, inputs)
         else:
             before = self._before_backward(cycle)  # symgrad.cycles: this thread's step, seen from its end
-            ran = engine.backward(root, seed, bool(retain_graph), inputs)
+            ran = engine.backward(root, seed, bool(retain_graph), inputs, describe=before is not None)
             self._after_backward(root, ran, before)
 
     def _set_grad(self, node: Node) -> None:
