@@ -453,14 +453,8 @@ class Replayer:
                     tensor._position, self.cursor = i, i + 1
                     return True
             elif (tensor._view is None and not tensor._inference and not (_grad_state.enabled and entry[3])
-                    and not _shares(tensor) and self._names(tensor, entry[1])):
-                carry = self._carried(tensor, entry[4])
-                if carry is not None:
-                    carry.fill = None
-                    self.latest[id(tensor)] = i
-                    self.writes.append(tensor)
-                    self.cursor = i + 1
-                    return True
+                    and not _shares(tensor) and self._names(tensor, entry[1]) and self._wrote(tensor, entry[4], None, i)):
+                return True
         self.fall_back()
         return False
 
@@ -472,16 +466,23 @@ class Replayer:
                 and isinstance(tensor, Tensor) and tensor._view is None and not tensor._inference):
             kind = _raw(tensor, Tensor).kind
             if (kind is not None and not (kind.requires_grad and _grad_state.enabled) and not _shares(tensor)
-                    and entry[2] == exactly(number_in(value, kind.dtype)) and self._names(tensor, entry[1])):
-                carry = self._carried(tensor, self.fill_kinds[i])
-                if carry is not None:
-                    carry.fill = entry[3]
-                    self.latest[id(tensor)] = i
-                    self.writes.append(tensor)
-                    self.cursor = i + 1
-                    return True
+                    and entry[2] == exactly(number_in(value, kind.dtype)) and self._names(tensor, entry[1])
+                    and self._wrote(tensor, self.fill_kinds[i], entry[3], i)):
+                return True
         self.fall_back()
         return False
+
+    def _wrote(self, tensor, kind, fill, position) -> bool:
+        """``tensor`` written at ``position`` (a fill of the constant ``fill``, or None): carried from
+        now on; False when another thread's chain carries it."""
+        carry = self._carried(tensor, kind)
+        if carry is None:
+            return False
+        carry.fill = fill
+        self.latest[id(tensor)] = position
+        self.writes.append(tensor)
+        self.cursor = position + 1
+        return True
 
     # ------------------------------------------------------------------------- backward
 
