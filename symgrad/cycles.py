@@ -250,7 +250,7 @@ def _after_backward(tensor, root, ran, before) -> None:
                                       cycle.pause)
         return
     plan, streak, patience = None, 0, 1  # a new trace starts with no patience owed
-    changes = _grad_state.changes - cycle.begun if not cycle.broken else -1
+    changes = _grad_state.changes - cycle.begun
     position = cycle.position(root)
     traced = before is not None and ran is not None and position is not None
     if traced:
