@@ -19,9 +19,9 @@ from codegen import speed
 from symgrad import kinds
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
-from symgrad.nodes import CONST, LEAF, is_zero_fill
+from symgrad.nodes import CONST, LEAF
 from codegen import cycle_scan  # a module import: importing codegen may be what imports symgrad
-from symgrad.replaying import BACKWARD, FILL, GRAD, SLOT, WRITE, WRITTEN, Replayer, _shares, worth_replaying
+from symgrad.replaying import BACKWARD, FILL, GRAD, SLOT, WRITE, WRITTEN, Replayer, _gradient_state, _shares, worth_replaying
 from symgrad.tensor import Tensor
 
 MAX_ENTRIES = 20_000  # a longer cycle is not traced (its recording would cost more than it saves)
@@ -159,16 +159,6 @@ class Plan:
         self.declined = False  # replaying this trace costs more than recording it (symgrad.replaying)
 
 
-def _grad_state_of(tensor) -> int:
-    grad = tensor._grad
-    if grad is None:
-        return 0
-    node = grad._node
-    if is_zero_fill(node):
-        return 1
-    return 2 if node.op is LEAF and node.value is not None else 3
-
-
 def plan_of(cycle, root, ran, before):
     """The Plan of a recorded cycle whose backward ``ran`` (engine.backward's description),
     or None when its program reads something the trace does not name."""
@@ -223,7 +213,7 @@ def _before_backward(tensor, cycle):
     for j, ref in enumerate(cycle.tensors):
         t = ref()
         if t is not None:
-            before[("state", j)] = _grad_state_of(t)
+            before[("state", j)] = _gradient_state(t)
             if t._grad is not None:
                 before[j] = t._grad._node
     return before

@@ -709,15 +709,16 @@ class Replayer:
         """The nodes of this cycle's outside operands as they were when it began (a carried one's
         value is the chain's, run up to here): what a result held after the backward needs."""
         self.chain.run(read=False)
-        state, slots = self.chain.state, {}
-        for slot, tensor in enumerate(self.captured):
-            node = _raw(tensor, Tensor)
-            if node.__class__ is Carry:
-                kind, value = node.kind, state[node.index]
-                node = Node(LEAF, (), (), kind.shape, kind.dtype, kind.requires_grad,
-                            engine.array(value) if value.__class__ is Node else value, kind, None, ())
-            slots[slot] = node
-        return slots
+        return {slot: self._operand_node(tensor) for slot, tensor in enumerate(self.captured)}
+
+    def _operand_node(self, tensor):
+        """An outside operand's node: its own, or for a carried one a leaf of the chain's value."""
+        node = _raw(tensor, Tensor)
+        if node.__class__ is not Carry:
+            return node
+        kind = node.kind
+        return Node(LEAF, (), (), kind.shape, kind.dtype, kind.requires_grad, _array(self.chain.state[node.index]),
+                    kind, None, ())
 
     def _peeked(self, upto):
         """Nodes of this cycle's entries up to ``upto``, made aside from the chain's values."""
@@ -743,7 +744,6 @@ class Replayer:
         entries = self.entries
         upto = len(entries) - 1 if upto is None else upto
         slots, real = {} if slots is None else slots, []
-        chain = self.chain
 
         def slot_node(ref):
             slot = ref[0]
@@ -753,11 +753,7 @@ class Replayer:
                 if placeholders:
                     node = Node(LEAF, (), (), kind.shape, kind.dtype, kind.requires_grad, None, kind, None, ())
                 else:
-                    node = _raw(self.captured[slot], Tensor)
-                    if node.__class__ is Carry:
-                        value = chain.state[node.index]
-                        node = Node(LEAF, (), (), kind.shape, kind.dtype, kind.requires_grad,
-                                    engine.array(value) if value.__class__ is Node else value, kind, None, ())
+                    node = self._operand_node(self.captured[slot])
                 slots[slot] = node
             return node
 
