@@ -175,14 +175,26 @@ def carried_class(cls):
 
 class Record:
     """One replayed cycle, as its results know it: done once its backward is in the chain; then the
-    root's value (the chain's ``index``-th), the operands it kept if results were held after the
-    backward (``slots``), and its nodes once anyone asks for one (``real``)."""
+    root's value (the chain's ``index``-th), and for results held after the backward (``held``, weak)
+    the operands they need should anyone read one: the outside nodes and carried slots the cycle saw
+    (``operands``), the chain's state when the cycle began (``start``, kept when the chain runs while
+    they live), and the cycle's nodes once made (``real``)."""
 
-    __slots__ = ("replayer", "done", "value", "index", "slots", "real")
+    __slots__ = ("replayer", "done", "value", "index", "held", "operands", "start", "real")
 
     def __init__(self, replayer):
         self.replayer, self.done, self.value, self.index = replayer, False, None, None
-        self.slots = self.real = None  # the operands kept for results held after the backward; their nodes
+        self.held = self.operands = self.start = self.real = None
+
+    def holds(self) -> bool:
+        """Whether a result held after the backward is still alive (it may yet be read)."""
+        held = self.held
+        if held is not None:
+            for ref in held:
+                if ref() is not None:
+                    return True
+            self.held = self.operands = None
+        return False
 
 
 class Traced(_Kinded, Tensor):
@@ -249,28 +261,41 @@ class Chain:
         if self.eager:
             self.eager -= 1
             self.run(read=False)
-        elif len(self.records) == cycle_scan.LENGTH:
-            self.run(read=False)
+        elif len(self.records) > cycle_scan.LENGTH:  # the newest cycle waits: its results may be held
+            self.run(read=False, keep=1)
 
-    def run(self, read=True) -> None:
-        """Run the cycles appended: carried values and roots computed (``read``: because someone
-        reads a value)."""
+    def run(self, read=True, keep=0) -> None:
+        """Run the cycles appended but the last ``keep``: carried values and roots computed (``read``:
+        because someone reads a value).  A cycle whose held results still live keeps the state it
+        began from, so the run stops before it (rarely: it is mostly the newest cycle)."""
         records = self.records
-        if not records:
+        count = len(records) - keep
+        if count <= 0:
             return
         if read:
-            if len(records) == 1:
+            if count == 1:
                 self.eager, self.wait = self.wait, min(2 * self.wait, deferred.MAX_WAIT)
             else:
                 self.wait = 8
+        begin = 0
+        for k in range(1, count):
+            if records[k].holds():
+                self._run(begin, k)
+                begin = k
+        self._run(begin, count)
+        del self.outside[:count], self.records[:count]
+
+    def _run(self, begin, end) -> None:
+        records = self.records
+        if records[begin].holds():
+            records[begin].start = list(self.state)
         with deferred.on_arrays():
             state = [_array(s) for s in self.state]
-            outside = [tuple([_array(node) for node in step]) for step in self.outside]
+            outside = [tuple([_array(node) for node in step]) for step in self.outside[begin:end]]
             roots, self.state = self.replayer.loop.run(self.signature, self.replayer.fills(self.signature),
                                                        state, outside)
-        for k, record in enumerate(records):
-            record.value, record.index = roots, k
-        self.outside, self.records = [], []
+        for k in range(begin, end):
+            records[k].value, records[k].index = roots, k - begin
 
     def settle(self) -> None:
         """Run, and give each carried tensor its node back (it is a plain tensor again)."""
@@ -505,10 +530,11 @@ class Replayer:
             if not self._holds(owners) or (hooks.leaves or hooks.on_nodes.data) and self._hooked(owners):
                 self.fall_back()
                 return False
-            for traced in self.made:
-                if traced is not root and sys.getrefcount(traced) > 3:  # a result held after the backward:
-                    self.record.slots = self._operands()  # what computes it, should anyone ask
-                    break
+            held = [weakref.ref(traced) for traced in self.made
+                    if traced is not root and sys.getrefcount(traced) > 3]  # results held after the backward
+            if held:
+                self.record.held = held
+                self.record.operands = [_operand(tensor) for tensor in captured]
             chain = self.chain
             sources, outside, side = [], [], []
 
@@ -688,8 +714,8 @@ class Replayer:
             if record.done:
                 real = record.real
                 if real is None:
-                    real = record.real = self._unseen(self._nodes, slots=record.slots,
-                                                      placeholders=record.slots is None)[0]
+                    slots = self._held_operands(record)
+                    real = record.real = self._unseen(self._nodes, slots=slots, placeholders=slots is None)[0]
                     root = real[self.entries[-1][1]]
                     root.computed(self.root_value(record))
                     for node in gradient_path(root)[0]:
@@ -705,11 +731,21 @@ class Replayer:
             _node_slot.__set__(traced, node)
             return node
 
-    def _operands(self) -> dict:
-        """The nodes of this cycle's outside operands as they were when it began (a carried one's
-        value is the chain's, run up to here): what a result held after the backward needs."""
-        self.chain.run(read=False)
-        return {slot: self._operand_node(tensor) for slot, tensor in enumerate(self.captured)}
+    def _held_operands(self, record):
+        """The nodes of a done cycle's outside operands as they were when it began, if it kept them
+        (results held after its backward): a carried one's value is the chain's state then."""
+        if record.held is None:
+            return None
+        if record.start is None:  # still in the chain: run it up to here
+            self.chain.run()
+        slots = {}
+        for slot, operand in enumerate(record.operands):
+            if operand.__class__ is tuple:
+                index, kind = operand
+                operand = Node(LEAF, (), (), kind.shape, kind.dtype, kind.requires_grad, _array(record.start[index]),
+                               kind, None, ())
+            slots[slot] = operand
+        return slots
 
     def _operand_node(self, tensor):
         """An outside operand's node: its own, or for a carried one a leaf of the chain's value."""
@@ -805,6 +841,12 @@ class Replayer:
             _grad_state.cycle = self.recording_after(self, real, slots)
             self.chain.replayer = self.record = None  # no reference cycle is left behind
             self.made = []
+
+
+def _operand(tensor):
+    """An outside operand as a held result needs it later: its node, or a carried one's slot and kind."""
+    node = _raw(tensor, Tensor)
+    return (node.index, node.kind) if node.__class__ is Carry else node
 
 
 def _slot_written(entries, ref):

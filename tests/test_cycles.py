@@ -508,6 +508,34 @@ def test_predictions_kept_with_their_losses(torch):
         assert replayed >= 50
 
 
+def test_the_latest_prediction_held_as_a_tutorial_holds_it(torch):
+    """``y_pred = model(x); loss = ...; loss.backward()``: each step's prediction is alive at its
+    backward and dropped at the next forward.  The cycles still run as scans (the newest waits in
+    the chain), and a prediction read now and then is the one PyTorch computed at that step."""
+    read = {}
+
+    def body(T, s, step):
+        prediction = T.matmul(s["x"], s["w"]) + s["b"]
+        s["prediction"] = prediction
+        loss = T.nn.functional.binary_cross_entropy_with_logits(prediction, s["y"])
+        loss.backward()
+        update(T, s)
+        zero(s)
+        if step % 45 == 44:
+            read.setdefault(T.__name__, []).append(values(s["prediction"])[0])
+        return loss
+
+    _compare_kept(torch, body, 40)  # the first scan compiles meanwhile
+    codegen.finish_compiles()
+    read.clear()
+    replayed, scans = _compare_kept(torch, body, 200)
+    assert len(read["symgrad"]) == len(read["torch"]) == 4
+    for a, b in zip(read["symgrad"], read["torch"]):
+        np.testing.assert_allclose(a, b, **STEP_TOL)
+    if speed.fast:
+        assert replayed >= 180 and scans >= 4, (replayed, scans)
+
+
 @pytest.mark.parametrize("name", ["Adam", "AdamW", "RMSprop"])
 def test_an_nn_model_trained_with_a_stateful_optimizer(torch, name):
     """``nn.Linear`` layers trained by an optimizer with state (moments, a step count kept as a
