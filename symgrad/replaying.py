@@ -353,6 +353,7 @@ class Replayer:
         self.chain = Chain(self)
         self.gradient_slots = {}  # id of an owner -> the slot its .grad is carried in
         self.fill_specs = {}  # signature -> its fills
+        self.filled = {}  # position of a fill -> the (class, value, dtype) last seen filling with its value
         self.fill_kinds = {i: lazy_leaf(e[3], requires_grad=False).kind for i, e in enumerate(entries)
                            if e[0] is FILL}
         self.computed = {p: 1 + k for k, p in enumerate(plan.pending)}  # a write -> the output with its value
@@ -379,6 +380,7 @@ class Replayer:
     def _start(self) -> None:
         self.cursor = 0
         self.record = Record(self)
+        self.before, self.same = getattr(self, "captured", ()), True  # the last cycle's operands
         self.captured, self.latest, self.writes, self.made = [], {}, [], []
         self.mark = _grad_state.changes
 
@@ -434,10 +436,23 @@ class Replayer:
 
     def _capture(self, tensor, ref) -> bool:
         """Whether ``tensor`` can fill the next slot, ``ref``'s (then it does): an outside tensor of
-        the kind the trace names, not written in this cycle, in no other slot."""
+        the kind the trace names, not written in this cycle, in no other slot.  Mostly it is the
+        tensor the last cycle had there, as were those before it: then only its kind can differ."""
         captured = self.captured
-        if (ref[0] != len(captured) or not isinstance(tensor, Tensor) or tensor.__class__ is Traced
-                or tensor._inference or id(tensor) in self.latest):
+        slot = ref[0]
+        if slot != len(captured):
+            return False
+        before = self.before
+        if self.same and slot < len(before) and before[slot] is tensor:
+            node = _raw(tensor, Tensor)
+            if (node.kind is ref[1] and (node.__class__ is not Carry or node.chain is self.chain)
+                    and id(tensor) not in self.latest):
+                captured.append(tensor)
+                return True
+            return False
+        self.same = False
+        if (not isinstance(tensor, Tensor) or tensor.__class__ is Traced or tensor._inference
+                or id(tensor) in self.latest):
             return False
         for other in captured:
             if other is tensor:
@@ -491,11 +506,21 @@ class Replayer:
                 and isinstance(tensor, Tensor) and tensor._view is None and not tensor._inference):
             kind = _raw(tensor, Tensor).kind
             if (kind is not None and not (kind.requires_grad and _grad_state.enabled) and not _shares(tensor)
-                    and entry[2] == exactly(number_in(value, kind.dtype)) and self._names(tensor, entry[1])
+                    and self._fills_with(i, value, kind.dtype) and self._names(tensor, entry[1])
                     and self._wrote(tensor, self.fill_kinds[i], entry[3], i)):
                 return True
         self.fall_back()
         return False
+
+    def _fills_with(self, position, value, dtype) -> bool:
+        """Whether the fill at ``position`` writes ``value`` into a tensor of ``dtype`` (the last
+        int or bool that did is remembered: ``zero_()`` asks every step)."""
+        if self.filled.get(position) == (value.__class__, value, dtype) and value.__class__ is not float:
+            return True
+        if self.entries[position][2] != exactly(number_in(value, dtype)):
+            return False
+        self.filled[position] = (value.__class__, value, dtype)
+        return True
 
     def _wrote(self, tensor, kind, fill, position) -> bool:
         """``tensor`` written at ``position`` (a fill of the constant ``fill``, or None): carried from
@@ -535,27 +560,17 @@ class Replayer:
             if held:
                 self.record.held = held
                 self.record.operands = [_operand(tensor) for tensor in captured]
-            chain = self.chain
+            chain, computed = self.chain, self.computed
             sources, outside, side = [], [], []
-
-            def computed_aside(position):  # a write the program takes (or does not compute): its value
-                if not side:
-                    side.append(self._peeked(self.cursor))
-                node = side[0][position]
-                for j, other in enumerate(outside):
-                    if other is node:
-                        return j
-                outside.append(node)
-                return len(outside) - 1
-
             for where, i in plan.inputs:
                 if where == WRITTEN:
-                    sources.append(("fill", i) if entries[i][0] is FILL else -1 - computed_aside(i))
+                    sources.append(("fill", i) if entries[i][0] is FILL else -1 - self._aside(i, side, outside))
                     continue
                 tensor = captured[i] if where == SLOT else owners[i]._grad
                 position = latest.get(id(tensor)) if where == GRAD else None
                 if position is not None:  # a .grad written in this cycle: the value it has now
-                    sources.append(("fill", position) if entries[position][0] is FILL else -1 - computed_aside(position))
+                    sources.append(("fill", position) if entries[position][0] is FILL
+                                   else -1 - self._aside(position, side, outside))
                     continue
                 node = _raw(tensor, Tensor)
                 if node.__class__ is Carry:
@@ -563,18 +578,26 @@ class Replayer:
                 else:
                     sources.append(-1 - len(outside))
                     outside.append(node)
-            written, computed = {}, self.computed
+            written = []  # (slot, where its value after the step comes from)
             for tensor in self.writes:
                 carry = _raw(tensor, Tensor)
                 position = latest[id(tensor)]
-                written[carry.index] = (("fill", position) if carry.fill is not None else
-                                        computed[position] if position in computed else
-                                        ("in", computed_aside(position)))
+                written.append((carry.index, ("fill", position) if carry.fill is not None else
+                                computed[position] if position in computed else
+                                ("in", self._aside(position, side, outside))))
             gradients = 1 + len(plan.pending)
             for k, owner in enumerate(owners):
-                self._carry_gradient(owner, plan.owned[k][2])
-                written[_raw(owner._grad, Tensor).index] = gradients + k
-            outs = [written.get(c, -1) for c in range(len(chain.carries))]
+                grad = owner._grad
+                carry = None if grad is None else _raw(grad, Tensor)
+                if carry.__class__ is Carry and carry.chain is chain:  # a .grad carried already, as mostly
+                    carry.kind, carry.fill = plan.owned[k][2], None
+                else:
+                    self._carry_gradient(owner, plan.owned[k][2])
+                    carry = _raw(owner._grad, Tensor)
+                written.append((carry.index, gradients + k))
+            outs = [-1] * len(chain.carries)
+            for index, source in written:
+                outs[index] = source
             for tensor in self.writes:  # the version counter counts each write
                 (tensor._storage or storage_of(tensor)).version += 1
             record = self.record
@@ -584,6 +607,18 @@ class Replayer:
             stats.replayed += 1
             self._start()
         return True
+
+    def _aside(self, position, side, outside) -> int:
+        """The number among ``outside`` of the value this cycle's entry at ``position`` has, computed
+        aside (a write the program takes or does not compute); ``side`` keeps the nodes made."""
+        if not side:
+            side.append(self._peeked(self.cursor))
+        node = side[0][position]
+        for j, other in enumerate(outside):
+            if other is node:
+                return j
+        outside.append(node)
+        return len(outside) - 1
 
     def _carry_gradient(self, owner, kind) -> None:
         """The owner's ``.grad`` becomes carried (a new tensor if it had none: it takes the slot of
@@ -614,8 +649,7 @@ class Replayer:
             carry.old = None
             self.gradient_slots[id(owner)] = carry.index
             return
-        carry = self._carried(grad, kind)
-        carry.fill = None
+        self._carried(grad, kind).fill = None
 
     def _holds(self, owners) -> bool:
         """Whether the state the program assumes holds: owners (distinct, as captured) whose ``.grad``
