@@ -364,6 +364,7 @@ class Replayer:
                 if slot is not None:
                     last[slot] = p
         self.pending_slots = [(p, slot) for slot, p in last.items() if p in self.computed]  # writes still held
+        self.wiring = None  # what the last cycle was wired from, and its wiring (``_wire``)
         self._start()
 
     def fills(self, signature) -> dict:
@@ -550,9 +551,13 @@ class Replayer:
                     or self.thread != threading.get_ident()):
                 self.fall_back()
                 return False
-            captured, latest = self.captured, self.latest
+            captured = self.captured
             owners = [captured[j] for j in plan.owners]
-            if not self._holds(owners) or (hooks.leaves or hooks.on_nodes.data) and self._hooked(owners):
+            wired = self._wired_as_before(owners)
+            if wired is None and not self._holds(owners):
+                self.fall_back()
+                return False
+            if (hooks.leaves or hooks.on_nodes.data) and self._hooked(owners):
                 self.fall_back()
                 return False
             held = [weakref.ref(traced) for traced in self.made
@@ -560,53 +565,97 @@ class Replayer:
             if held:
                 self.record.held = held
                 self.record.operands = [_operand(tensor) for tensor in captured]
-            chain, computed = self.chain, self.computed
-            sources, outside, side = [], [], []
-            for where, i in plan.inputs:
-                if where == WRITTEN:
-                    sources.append(("fill", i) if entries[i][0] is FILL else -1 - self._aside(i, side, outside))
-                    continue
-                tensor = captured[i] if where == SLOT else owners[i]._grad
-                position = latest.get(id(tensor)) if where == GRAD else None
-                if position is not None:  # a .grad written in this cycle: the value it has now
-                    sources.append(("fill", position) if entries[position][0] is FILL
-                                   else -1 - self._aside(position, side, outside))
-                    continue
-                node = _raw(tensor, Tensor)
-                if node.__class__ is Carry:
-                    sources.append(node.index)
-                else:
-                    sources.append(-1 - len(outside))
-                    outside.append(node)
-            written = []  # (slot, where its value after the step comes from)
-            for tensor in self.writes:
-                carry = _raw(tensor, Tensor)
-                position = latest[id(tensor)]
-                written.append((carry.index, ("fill", position) if carry.fill is not None else
-                                computed[position] if position in computed else
-                                ("in", self._aside(position, side, outside))))
-            gradients = 1 + len(plan.pending)
-            for k, owner in enumerate(owners):
-                grad = owner._grad
-                carry = None if grad is None else _raw(grad, Tensor)
-                if carry.__class__ is Carry and carry.chain is chain:  # a .grad carried already, as mostly
-                    carry.kind, carry.fill = plan.owned[k][2], None
-                else:
-                    self._carry_gradient(owner, plan.owned[k][2])
-                    carry = _raw(owner._grad, Tensor)
-                written.append((carry.index, gradients + k))
-            outs = [-1] * len(chain.carries)
-            for index, source in written:
-                outs[index] = source
+            signature, outside = self._rewired(wired) if wired else self._wire(owners)
             for tensor in self.writes:  # the version counter counts each write
                 (tensor._storage or storage_of(tensor)).version += 1
             record = self.record
             record.done = True
-            chain.append((tuple(sources), tuple(outs)), tuple(outside), record)
+            self.chain.append(signature, outside, record)
             program_ran()
             stats.replayed += 1
             self._start()
         return True
+
+    def _wire(self, owners):
+        """The cycle's signature for the chain (which carried slot, outside array or fill feeds each
+        input of the program; where each carried slot's value after the step comes from) and its
+        outside arrays.  Kept for the next cycle when nothing in it was computed aside."""
+        entries, plan, chain, computed = self.entries, self.plan, self.chain, self.computed
+        captured, latest = self.captured, self.latest
+        sources, outside, side = [], [], []
+        for where, i in plan.inputs:
+            if where == WRITTEN:
+                sources.append(("fill", i) if entries[i][0] is FILL else -1 - self._aside(i, side, outside))
+                continue
+            tensor = captured[i] if where == SLOT else owners[i]._grad
+            position = latest.get(id(tensor)) if where == GRAD else None
+            if position is not None:  # a .grad written in this cycle: the value it has now
+                sources.append(("fill", position) if entries[position][0] is FILL
+                               else -1 - self._aside(position, side, outside))
+                continue
+            node = _raw(tensor, Tensor)
+            if node.__class__ is Carry:
+                sources.append(node.index)
+            else:
+                sources.append(-1 - len(outside))
+                outside.append(node)
+        written = []  # (slot, where its value after the step comes from)
+        for tensor in self.writes:
+            carry = _raw(tensor, Tensor)
+            position = latest[id(tensor)]
+            written.append((carry.index, ("fill", position) if carry.fill is not None else
+                            computed[position] if position in computed else
+                            ("in", self._aside(position, side, outside))))
+        gradients, again = 1 + len(plan.pending), not side
+        for k, owner in enumerate(owners):
+            grad = owner._grad
+            carry = None if grad is None else _raw(grad, Tensor)
+            if carry.__class__ is Carry and carry.chain is chain:  # a .grad carried already, as mostly
+                carry.kind, carry.fill = plan.owned[k][2], None
+            else:
+                self._carry_gradient(owner, plan.owned[k][2])
+                carry, again = _raw(owner._grad, Tensor), False
+            written.append((carry.index, gradients + k))
+        outs = [-1] * len(chain.carries)
+        for index, source in written:
+            outs[index] = source
+        wired = (tuple(sources), tuple(outs)), tuple(outside)
+        self.wiring = None
+        if again:
+            grads = tuple([owner._grad for owner in owners])
+            self.wiring = (tuple([_raw(t, Tensor) for t in captured]), tuple(self.writes),
+                           tuple([_raw(t, Tensor) for t in self.writes]), grads,
+                           tuple([_raw(g, Tensor) for g in grads]), wired)
+        return wired
+
+    def _wired_as_before(self, owners):
+        """The last cycle's signature and outside arrays, if this cycle saw the same tensors holding
+        the same nodes or carries, wrote the same tensors and has the same ``.grad`` tensors: the
+        trace being the same, so is all that ``_holds`` checks and ``_wire`` makes.  Else None."""
+        wiring = self.wiring
+        if wiring is None or not self.same or self.plan.generation != programs.cache.cleared:
+            return None
+        raws, writes, written, grads, carries, wired = wiring
+        captured = self.captured
+        if len(captured) != len(raws) or len(self.writes) != len(writes):
+            return None
+        for tensor, raw in zip(captured, raws):
+            if _raw(tensor, Tensor) is not raw:
+                return None
+        for tensor, other, raw in zip(self.writes, writes, written):
+            if tensor is not other or _raw(tensor, Tensor) is not raw:
+                return None
+        for owner, grad, carry in zip(owners, grads, carries):
+            if owner._grad is not grad or _raw(grad, Tensor) is not carry:
+                return None
+        return wired
+
+    def _rewired(self, wired):
+        """The last cycle's wiring, used again: the ``.grad`` slots take the backward's outputs."""
+        kinds = self.plan.owned
+        for k, carry in enumerate(self.wiring[4]):
+            carry.kind, carry.fill = kinds[k][2], None
+        return wired
 
     def _aside(self, position, side, outside) -> int:
         """The number among ``outside`` of the value this cycle's entry at ``position`` has, computed

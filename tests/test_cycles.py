@@ -176,6 +176,31 @@ def test_grad_set_to_none(torch):
     compare(torch, body)
 
 
+def test_tensors_swapped_for_others_between_replayed_steps(torch):
+    """A replayed cycle wired like the last one only when it saw the same tensors: a ``.grad``
+    replaced by a new zero tensor every 7th step, the input replaced by an equal copy every 5th,
+    and the label by other values every 11th; each step's loss, parameters and gradients PyTorch's."""
+    rng = np.random.default_rng(2)
+    labels = rng.random((20, 3)).astype(np.float32)
+
+    def body(T, s, step):
+        if step % 5 == 4:
+            s["x"] = T.tensor(values(s["x"])[0].astype(np.float32))
+        if step % 11 == 10:
+            s["y"] = T.tensor(labels[step // 11])
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        update(T, s)
+        if step % 7 == 6:
+            s["w"].grad = T.zeros_like(s["w"])
+        else:
+            s["w"].grad.zero_()
+        s["b"].grad.zero_()
+        return values(loss, s["w"], s["b"], s["w"].grad) if step % 10 == 9 else values(loss)
+
+    compare(torch, body, steps=80)
+
+
 def test_gradients_accumulated_over_two_steps(torch):
     """Two backwards per update: cycles of two traces in turn, never equal in a row, so nothing
     is replayed; the numbers are PyTorch's.  Then every step accumulates into ``.grad`` (no
