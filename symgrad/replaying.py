@@ -381,8 +381,7 @@ class Replayer:
     def _start(self) -> None:
         self.cursor = 0
         self.record = Record(self)
-        self.before, self.same = getattr(self, "captured", ()), True  # the last cycle's operands
-        self.captured, self.latest, self.writes, self.made = [], {}, [], []
+        self.captured, self.latest, self.writes, self.made, self.taken = [], {}, [], [], set()
         self.mark = _grad_state.changes
 
     # ---------------------------------------------------------------------- on the trace
@@ -437,30 +436,20 @@ class Replayer:
 
     def _capture(self, tensor, ref) -> bool:
         """Whether ``tensor`` can fill the next slot, ``ref``'s (then it does): an outside tensor of
-        the kind the trace names, not written in this cycle, in no other slot.  Mostly it is the
-        tensor the last cycle had there, as were those before it: then only its kind can differ."""
+        the kind the trace names, not written in this cycle, in no other slot."""
         captured = self.captured
-        slot = ref[0]
-        if slot != len(captured):
+        if ref[0] != len(captured):
             return False
-        before = self.before
-        if self.same and slot < len(before) and before[slot] is tensor:
-            node = _raw(tensor, Tensor)
-            if (node.kind is ref[1] and (node.__class__ is not Carry or node.chain is self.chain)
-                    and id(tensor) not in self.latest):
-                captured.append(tensor)
-                return True
+        cls = tensor.__class__
+        if cls is Traced or cls is not Tensor and not isinstance(tensor, Tensor) or tensor._inference:
             return False
-        self.same = False
-        if (not isinstance(tensor, Tensor) or tensor.__class__ is Traced or tensor._inference
-                or id(tensor) in self.latest):
+        key = id(tensor)
+        if key in self.latest or key in self.taken:
             return False
-        for other in captured:
-            if other is tensor:
-                return False
         node = _raw(tensor, Tensor)
-        if node.__class__ is Carry and node.chain is not self.chain or node.kind is not ref[1]:
+        if node.kind is not ref[1] or node.__class__ is Carry and node.chain is not self.chain:
             return False
+        self.taken.add(key)
         captured.append(tensor)
         return True
 
@@ -565,7 +554,7 @@ class Replayer:
             if held:
                 self.record.held = held
                 self.record.operands = [_operand(tensor) for tensor in captured]
-            signature, outside = self._rewired(wired) if wired else self._wire(owners)
+            signature, outside = self._rewired(wired, owners) if wired else self._wire(owners)
             for tensor in self.writes:  # the version counter counts each write
                 (tensor._storage or storage_of(tensor)).version += 1
             record = self.record
@@ -582,7 +571,7 @@ class Replayer:
         outside arrays.  Kept for the next cycle when nothing in it was computed aside."""
         entries, plan, chain, computed = self.entries, self.plan, self.chain, self.computed
         captured, latest = self.captured, self.latest
-        sources, outside, side = [], [], []
+        sources, outside, side, plain, again = [], [], [], [], True  # plain: slots read from outside
         for where, i in plan.inputs:
             if where == WRITTEN:
                 sources.append(("fill", i) if entries[i][0] is FILL else -1 - self._aside(i, side, outside))
@@ -599,6 +588,10 @@ class Replayer:
             else:
                 sources.append(-1 - len(outside))
                 outside.append(node)
+                if where == SLOT:
+                    plain.append(i)
+                else:
+                    again = False  # a .grad not carried: wired once
         written = []  # (slot, where its value after the step comes from)
         for tensor in self.writes:
             carry = _raw(tensor, Tensor)
@@ -606,55 +599,68 @@ class Replayer:
             written.append((carry.index, ("fill", position) if carry.fill is not None else
                             computed[position] if position in computed else
                             ("in", self._aside(position, side, outside))))
-        gradients, again = 1 + len(plan.pending), not side
+        gradients, again = 1 + len(plan.pending), again and not side
+        grads = tuple([owner._grad for owner in owners])  # as they were: none, or carried
         for k, owner in enumerate(owners):
             grad = owner._grad
             carry = None if grad is None else _raw(grad, Tensor)
             if carry.__class__ is Carry and carry.chain is chain:  # a .grad carried already, as mostly
                 carry.kind, carry.fill = plan.owned[k][2], None
             else:
-                self._carry_gradient(owner, plan.owned[k][2])
-                carry, again = _raw(owner._grad, Tensor), False
+                again = self._carry_gradient(owner, plan.owned[k][2]) and grad is None and again
+                carry = _raw(owner._grad, Tensor)
             written.append((carry.index, gradients + k))
         outs = [-1] * len(chain.carries)
         for index, source in written:
             outs[index] = source
-        wired = (tuple(sources), tuple(outs)), tuple(outside)
+        signature = (tuple(sources), tuple(outs))
         self.wiring = None
         if again:
-            grads = tuple([owner._grad for owner in owners])
-            self.wiring = (tuple([_raw(t, Tensor) for t in captured]), tuple(self.writes),
-                           tuple([_raw(t, Tensor) for t in self.writes]), grads,
-                           tuple([_raw(g, Tensor) for g in grads]), wired)
-        return wired
+            carried = tuple([_carry_of(t) for t in captured])
+            self.wiring = (carried, tuple([i for i in plain if carried[i] is None]), tuple(self.writes),
+                           tuple([_raw(t, Tensor) for t in self.writes]), tuple(owners), grads,
+                           tuple([None if g is None else _raw(g, Tensor) for g in grads]), signature)
+        return signature, tuple(outside)
 
     def _wired_as_before(self, owners):
-        """The last cycle's signature and outside arrays, if this cycle saw the same tensors holding
-        the same nodes or carries, wrote the same tensors and has the same ``.grad`` tensors: the
-        trace being the same, so is all that ``_holds`` checks and ``_wire`` makes.  Else None."""
+        """The last cycle's signature and this cycle's outside arrays, if this cycle saw the same
+        carried tensors in the same slots (plain tensors where it saw plain ones: a new batch is
+        only new outside arrays), wrote the same tensors, and its owners and their ``.grad`` tensors
+        are the same (or none again): the trace being the same, so is all that ``_holds`` checks
+        and ``_wire`` makes.  Else None."""
         wiring = self.wiring
-        if wiring is None or not self.same or self.plan.generation != programs.cache.cleared:
+        if wiring is None or self.plan.generation != programs.cache.cleared:
             return None
-        raws, writes, written, grads, carries, wired = wiring
-        captured = self.captured
-        if len(captured) != len(raws) or len(self.writes) != len(writes):
+        carried, plain, writes, written, owners_before, grads, carries, signature = wiring
+        captured, chain = self.captured, self.chain
+        if len(captured) != len(carried) or len(self.writes) != len(writes) or len(chain.carries) != len(signature[1]):
             return None
-        for tensor, raw in zip(captured, raws):
-            if _raw(tensor, Tensor) is not raw:
+        for tensor, carry in zip(captured, carried):
+            raw = _raw(tensor, Tensor)
+            if raw is not carry and (carry is not None or raw.__class__ is Carry):
                 return None
         for tensor, other, raw in zip(self.writes, writes, written):
             if tensor is not other or _raw(tensor, Tensor) is not raw:
                 return None
-        for owner, grad, carry in zip(owners, grads, carries):
-            if owner._grad is not grad or _raw(grad, Tensor) is not carry:
+        for owner, before, grad, carry in zip(owners, owners_before, grads, carries):
+            if owner is not before or owner._grad is not grad:
                 return None
-        return wired
+            if grad is None:
+                slot = self.gradient_slots.get(id(owner))
+                if slot is None or slot >= len(chain.tensors):
+                    return None
+            elif _raw(grad, Tensor) is not carry:
+                return None
+        return signature, tuple([_raw(captured[i], Tensor) for i in plain])
 
-    def _rewired(self, wired):
+    def _rewired(self, wired, owners):
         """The last cycle's wiring, used again: the ``.grad`` slots take the backward's outputs."""
         kinds = self.plan.owned
-        for k, carry in enumerate(self.wiring[4]):
-            carry.kind, carry.fill = kinds[k][2], None
+        for k, (owner, carry) in enumerate(zip(owners, self.wiring[6])):
+            if carry is None:
+                self._carry_gradient(owner, kinds[k][2])
+            else:
+                carry.kind, carry.fill = kinds[k][2], None
         return wired
 
     def _aside(self, position, side, outside) -> int:
@@ -669,9 +675,10 @@ class Replayer:
         outside.append(node)
         return len(outside) - 1
 
-    def _carry_gradient(self, owner, kind) -> None:
-        """The owner's ``.grad`` becomes carried (a new tensor if it had none: it takes the slot of
-        the one it had, which is given its values first if anyone still holds it)."""
+    def _carry_gradient(self, owner, kind) -> bool:
+        """The owner's ``.grad`` becomes carried (a new tensor if it had none: it takes the slot, and
+        the Carry, of the one it had, which is given its values first if anyone still holds it).
+        False when a new slot was made."""
         grad = owner._grad
         if grad is None:
             grad = owner._grad = Tensor.__new__(Tensor)
@@ -688,17 +695,18 @@ class Replayer:
                     chain.run()
                     _restore(old, chain.carries[slot], chain.state[slot])
                 chain.tensors[slot] = grad
-                carry = Carry(chain, slot, kind, None, Tensor)
-                chain.carries[slot] = carry
+                carry = chain.carries[slot]
+                carry.kind, carry.old, carry.cls, carry.fill = kind, None, Tensor, None
                 _node_slot.__set__(grad, carry)
                 grad.__class__ = carried_class(Tensor)
-                return
+                return True
             _node_slot.__set__(grad, _leaf(kind, _zeros(kind), grad))  # a stand-in: the backward's output replaces it
             carry = self._carried(grad, kind)
             carry.old = None
             self.gradient_slots[id(owner)] = carry.index
-            return
+            return False
         self._carried(grad, kind).fill = None
+        return True
 
     def _holds(self, owners) -> bool:
         """Whether the state the program assumes holds: owners (distinct, as captured) whose ``.grad``
@@ -924,6 +932,12 @@ class Replayer:
             _grad_state.cycle = self.recording_after(self, real, slots)
             self.chain.replayer = self.record = None  # no reference cycle is left behind
             self.made = []
+
+
+def _carry_of(tensor):
+    """A captured tensor's Carry, or None for a plain one (its node is read from outside)."""
+    node = _raw(tensor, Tensor)
+    return node if node.__class__ is Carry else None
 
 
 def _operand(tensor):

@@ -68,7 +68,7 @@ class Adam(PerParameter):
         if group["amsgrad"]:
             second = state["max_exp_avg_sq"]
             second.copy_(second.maximum(exp_avg_sq))
-        dtype = p._node.dtype
+        dtype = p.dtype  # not p._node: a replayed step's parameter is carried, its node a read
         update(p, UPDATE, p, exp_avg, second, per_step(-(lr / bias_correction1), dtype),
                per_step(bias_correction2_sqrt, dtype), eps)
 
