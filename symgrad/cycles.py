@@ -148,7 +148,7 @@ class Plan:
     each input comes from, which writes its outputs fill, whose ``.grad`` takes the rest."""
 
     __slots__ = ("program", "inputs", "pending", "owners", "owned", "accumulate", "aliases", "generation",
-                 "declined")
+                 "declined", "fruitless")
 
     def __init__(self, program, inputs, pending, owners, owned, accumulate, aliases):
         """``aliases``: (slot, owner) pairs whose operand was that owner's ``.grad`` (the program
@@ -157,6 +157,7 @@ class Plan:
         self.owners, self.owned, self.accumulate, self.aliases = owners, owned, accumulate, aliases
         self.generation = programs.cache.cleared  # a cleared cache forgets this program too
         self.declined = False  # replaying this trace costs more than recording it (symgrad.replaying)
+        self.fruitless = 0  # replays of it in a row that fell back before their first backward
 
 
 def plan_of(cycle, root, ran, before):

@@ -47,6 +47,7 @@ from symgrad.tensor import Tensor, record as record_op
 from symgrad.tracing import gradient_path
 
 SHORT_TRACE = 8  # a step this short, read after every backward, costs more replayed than recorded (W1)
+FRUITLESS = 3  # replays of a trace in a row that fall back before their first backward: the trace is declined
 WRITE, FILL, BACKWARD = "write", "fill", "backward"
 SLOT, WRITTEN, GRAD = 0, 1, 2  # where a program input comes from: an outside operand, a write, a .grad
 _NUMBERS = frozenset((int, float, bool))
@@ -366,6 +367,7 @@ class Replayer:
         self.pending_slots = [(p, slot) for slot, p in last.items() if p in self.computed]  # writes still held
         self.wiring = None  # what the last cycle was wired from, and its wiring (``_wire``)
         self._start()
+        self.first = self.record  # still the record when it falls back: no backward was replayed
 
     def fills(self, signature) -> dict:
         """The fills a signature names: (shape, value, dtype) of each."""
@@ -929,8 +931,12 @@ class Replayer:
             for traced in self.made:
                 _node_slot.__set__(traced, real[traced._position])
             stats.fell_back += 1
+            plan = self.plan
+            plan.fruitless = plan.fruitless + 1 if self.record is self.first else 0
+            if plan.fruitless >= FRUITLESS:  # a step that leaves its trace each time (a value of the last
+                plan.declined = True         # step read after the update) is recorded, not replayed
             _grad_state.cycle = self.recording_after(self, real, slots)
-            self.chain.replayer = self.record = None  # no reference cycle is left behind
+            self.chain.replayer = self.record = self.first = self.wiring = None  # no reference cycle is left behind
             self.made = []
 
 
