@@ -384,6 +384,7 @@ class Replayer:
         self.cursor = 0
         self.record = Record(self)
         self.captured, self.latest, self.writes, self.made, self.taken = [], {}, [], [], set()
+        self.views = []  # positions in ``made`` of the views made in this cycle
         self.mark = _grad_state.changes
 
     # ---------------------------------------------------------------------- on the trace
@@ -436,6 +437,40 @@ class Replayer:
             return self.latest.get(id(tensor)) == ref
         return _raw(tensor, Tensor) is ref
 
+    def viewed(self, view, base, step) -> None:
+        """``view`` (a Traced) aliases ``base`` through ``step``.  It joins its base's storage only
+        if it outlives the cycle (``_register_views``): until then a write to a tensor that a live
+        view of this cycle aliases leaves the trace (``_viewed``)."""
+        view._view = (base, step, _grad_state.enabled)
+        view._inference = base._inference
+        self.views.append(len(self.made) - 1)
+
+    def _viewed(self, tensor) -> bool:
+        """Whether a view made in this cycle and still held by someone aliases ``tensor``."""
+        made = self.made
+        for k in self.views:
+            view = made[k]
+            if sys.getrefcount(view) > 3:  # ``made``, ``view`` and the argument: held elsewhere too
+                base = view._view[0]
+                while True:
+                    if base is tensor:
+                        return True
+                    if base._view is None:
+                        break
+                    base = base._view[0]
+        return False
+
+    def _register_views(self, held) -> None:
+        """The views of this cycle that ``held`` says live on join their bases' storage, as the
+        usual path's views do (a later write to the base reaches them)."""
+        made = self.made
+        for k in self.views:
+            view = made[k]
+            if held(view):
+                base, step, _ = view._view
+                storage_of(base).add(view)
+                view._storage = base._storage
+
     def _capture(self, tensor, ref) -> bool:
         """Whether ``tensor`` can fill the next slot, ``ref``'s (then it does): an outside tensor of
         the kind the trace names, not written in this cycle, in no other slot."""
@@ -485,7 +520,8 @@ class Replayer:
                     tensor._position, self.cursor = i, i + 1
                     return True
             elif (tensor._view is None and not tensor._inference and not (_grad_state.enabled and entry[3])
-                    and not _shares(tensor) and self._names(tensor, entry[1]) and self._wrote(tensor, entry[4], None, i)):
+                    and not _shares(tensor) and not (self.views and self._viewed(tensor))
+                    and self._names(tensor, entry[1]) and self._wrote(tensor, entry[4], None, i)):
                 return True
         self.fall_back()
         return False
@@ -498,6 +534,7 @@ class Replayer:
                 and isinstance(tensor, Tensor) and tensor._view is None and not tensor._inference):
             kind = _raw(tensor, Tensor).kind
             if (kind is not None and not (kind.requires_grad and _grad_state.enabled) and not _shares(tensor)
+                    and not (self.views and self._viewed(tensor))
                     and self._fills_with(i, value, kind.dtype) and self._names(tensor, entry[1])
                     and self._wrote(tensor, self.fill_kinds[i], entry[3], i)):
                 return True
@@ -556,6 +593,8 @@ class Replayer:
             if held:
                 self.record.held = held
                 self.record.operands = [_operand(tensor) for tensor in captured]
+                if self.views:
+                    self._register_views(lambda view: sys.getrefcount(view) > 4)  # and the lambda's argument
             signature, outside = self._rewired(wired, owners) if wired else self._wire(owners)
             for tensor in self.writes:  # the version counter counts each write
                 (tensor._storage or storage_of(tensor)).version += 1
@@ -930,6 +969,8 @@ class Replayer:
                 _grad_state.enabled = enabled
             for traced in self.made:
                 _node_slot.__set__(traced, real[traced._position])
+            if self.views:
+                self._register_views(lambda view: sys.getrefcount(view) > 4)  # and the lambda's argument
             stats.fell_back += 1
             plan = self.plan
             plan.fruitless = plan.fruitless + 1 if self.record is self.first else 0

@@ -335,8 +335,10 @@ def apply(op, *args, attrs: tuple = ()) -> Tensor:
     replaying its step (symgrad.cycles) only checks the op against the step's trace."""
     cycle = _grad_state.cycle
     if cycle is not None and cycle.replaying:
-        traced = cycle.op(op, args, attrs) if not op.view else cycle.fall_back()
+        traced = cycle.op(op, args, attrs)
         if traced is not None:
+            if op.view:  # its base's storage takes it if it outlives the cycle (symgrad.replaying)
+                cycle.viewed(traced, args[0], (op, attrs))
             return traced
         cycle = _grad_state.cycle  # fell back: the cycle recording the rest
     if len(args) == 2:  # most ops: spelled out, as this runs for every op recorded
@@ -346,11 +348,11 @@ def apply(op, *args, attrs: tuple = ()) -> Tensor:
         nodes = (args[0]._node,)
     else:
         nodes = tuple([a._node if a.__class__ is Tensor else as_node(a) for a in args])
-    if op.view:
-        if cycle is not None:
-            cycle.broken = True
-        return storage.viewed(args[0], Tensor(record(op, nodes, attrs)), (op, attrs))
     node = record(op, nodes, attrs)
+    if op.view:  # traced as any op (symgrad.cycles): a write to the view or to its base is not
+        if cycle is not None and not cycle.broken:
+            cycle.recorded(op, args, nodes, attrs, node)
+        return storage.viewed(args[0], Tensor(node), (op, attrs))
     if _inference_made[0] and node.requires_grad:
         _refuse_saved_inference(node, args)
     if cycle is not None and not cycle.broken:  # symgrad.cycles: traced (a resting cycle traces nothing)
