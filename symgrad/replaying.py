@@ -21,7 +21,13 @@ write the entry does not name, a hook, a ``backward`` with arguments): the chain
 and every carried tensor takes its node back), the cycle's entries run again on the usual path
 with the operands they saw (``_nodes``), its tensors take the real nodes, and the thread records
 the rest of the cycle.  Results of the cycle still held at its backward (a prediction kept next to
-its loss) are given nodes computed from the cycle's own operands first.
+its loss) keep, while they live, the state their cycle began from, and are computed from it if
+read.  A view made in a cycle joins its base's storage only if it outlives the cycle; a write to a
+tensor that a live view of the cycle aliases is off the trace.  A trace whose replays keep falling
+back before their first backward is declined: the thread records it from then on.
+
+What a replayed step costs is Python: a cycle that saw the same carried tensors as the last one
+reuses its wiring (``_wired_as_before``) instead of building it again.
 
 Nothing here differentiates: the program is the symbolic backward the usual path compiled.
 """
@@ -467,7 +473,7 @@ class Replayer:
         for k in self.views:
             view = made[k]
             if held(view):
-                base, step, _ = view._view
+                base = view._view[0]
                 storage_of(base).add(view)
                 view._storage = base._storage
 
