@@ -21,7 +21,8 @@ from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
 from symgrad.nodes import CONST, LEAF
 from codegen import cycle_scan  # a module import: importing codegen may be what imports symgrad
-from symgrad.replaying import BACKWARD, FILL, GRAD, SLOT, WRITE, WRITTEN, Replayer, _gradient_state, _shares, worth_replaying
+from symgrad.replaying import (BACKWARD, FILL, FRUITLESS, GRAD, SLOT, WRITE, WRITTEN, Replayer, _gradient_state, _shares,
+                               worth_replaying)
 from symgrad.tensor import Tensor
 
 MAX_ENTRIES = 20_000  # a longer cycle is not traced (its recording would cost more than it saves)
@@ -148,7 +149,7 @@ class Plan:
     each input comes from, which writes its outputs fill, whose ``.grad`` takes the rest."""
 
     __slots__ = ("program", "inputs", "pending", "owners", "owned", "accumulate", "aliases", "generation",
-                 "declined", "fruitless")
+                 "declined", "fruitless", "pause")
 
     def __init__(self, program, inputs, pending, owners, owned, accumulate, aliases):
         """``aliases``: (slot, owner) pairs whose operand was that owner's ``.grad`` (the program
@@ -158,6 +159,15 @@ class Plan:
         self.generation = programs.cache.cleared  # a cleared cache forgets this program too
         self.declined = False  # replaying this trace costs more than recording it (symgrad.replaying)
         self.fruitless = 0  # replays of it in a row that fell back before their first backward
+        self.pause = MIN_REST  # the rest that ``FRUITLESS`` of them earn next (doubling)
+
+    def wait_longer(self) -> int:
+        """The rest that replays falling back before their first backward earn: the trace is tried
+        again after it, and one more such replay earns twice as long (a loop that changes later,
+        a debugging read that goes away, replays again)."""
+        pause, self.pause = self.pause, min(2 * self.pause, MAX_REST)
+        self.fruitless = FRUITLESS - 1
+        return pause
 
 
 def plan_of(cycle, root, ran, before):
@@ -270,9 +280,10 @@ def _after_backward(tensor, root, ran, before) -> None:
         del cycle.loops[:-7]
         known = (entries, plan, cycle_scan.Loop(plan.program))
         cycle.loops.append(known)
-    elif known[1].declined:
-        following = _grad_state.cycle = Cycle(entries, streak, patience, cycle.lock, cycle.loops, MAX_REST)
-        following.resting(MAX_REST, root, changes)
+    elif known[1].declined or known[1].fruitless >= FRUITLESS:
+        pause = MAX_REST if known[1].declined else known[1].wait_longer()
+        following = _grad_state.cycle = Cycle(entries, streak, patience, cycle.lock, cycle.loops, pause)
+        following.resting(pause, root, changes)
         return
     _grad_state.cycle = Replayer(*known[:2], streak, patience, cycle.lock, known[2], cycle.loops, recording_after)
 

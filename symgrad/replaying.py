@@ -53,7 +53,7 @@ from symgrad.tensor import Tensor, record as record_op
 from symgrad.tracing import gradient_path
 
 SHORT_TRACE = 8  # a step this short, read after every backward, costs more replayed than recorded (W1)
-FRUITLESS = 3  # replays of a trace in a row that fall back before their first backward: the trace is declined
+FRUITLESS = 3  # replays of a trace in a row that fall back before their first backward: the thread rests
 WRITE, FILL, BACKWARD = "write", "fill", "backward"
 SLOT, WRITTEN, GRAD = 0, 1, 2  # where a program input comes from: an outside operand, a write, a .grad
 _NUMBERS = frozenset((int, float, bool))
@@ -978,10 +978,8 @@ class Replayer:
             if self.views:
                 self._register_views(lambda view: sys.getrefcount(view) > 4)  # and the lambda's argument
             stats.fell_back += 1
-            plan = self.plan
-            plan.fruitless = plan.fruitless + 1 if self.record is self.first else 0
-            if plan.fruitless >= FRUITLESS:  # a step that leaves its trace each time (a value of the last
-                plan.declined = True         # step read after the update) is recorded, not replayed
+            plan = self.plan  # a step that leaves its trace each time (a value of the last step read
+            plan.fruitless = plan.fruitless + 1 if self.record is self.first else 0  # after the update) rests
             _grad_state.cycle = self.recording_after(self, real, slots)
             self.chain.replayer = self.record = self.first = self.wiring = None  # no reference cycle is left behind
             self.made = []

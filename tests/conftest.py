@@ -34,3 +34,11 @@ def both_paths(request):
 def torch():
     """The real PyTorch, the reference for parity tests (installed by the README's test command)."""
     return pytest.importorskip("torch")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_loop_state():
+    """Each test is a program of its own: the loops an earlier test ran on this thread (their
+    traces, rests and declined plans, symgrad.cycles) are not its, as in a fresh process."""
+    from symgrad.grad_mode import _state
+    _state.cycle = None

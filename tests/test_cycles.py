@@ -246,10 +246,11 @@ def test_tensors_swapped_for_others_between_replayed_steps(torch):
     compare(torch, body, steps=80)
 
 
-def test_a_step_that_leaves_its_trace_every_time_is_declined(torch):
+def test_a_step_that_leaves_its_trace_every_time_rests(torch):
     """A metric of the last step's prediction read after the update (a training accuracy): each
     replay falls back at that read, before its backward.  After ``FRUITLESS`` such replays in a
-    row the trace is recorded, not replayed (falling back every few steps cost 230 us a step where
+    row the thread rests (records without tracing) for 8 cycles, then tries once more, resting
+    twice as long each time it fails (falling back every few steps cost 230 us a step where
     recording costs 170); the numbers are PyTorch's either way."""
     def body(T, s, step):
         if "opt" not in s:
@@ -267,7 +268,7 @@ def test_a_step_that_leaves_its_trace_every_time_is_declined(torch):
 
     before = replaying.stats.fell_back
     compare(torch, body, steps=150, replays=None)
-    assert replaying.stats.fell_back - before <= replaying.FRUITLESS
+    assert replaying.stats.fell_back - before <= replaying.FRUITLESS + 4  # then after 8, 16, 32, 64 cycles
 
 
 def test_gradients_accumulated_over_two_steps(torch):
