@@ -24,7 +24,7 @@ the rest of the cycle.  Results of the cycle still held at its backward (a predi
 its loss) keep, while they live, the state their cycle began from, and are computed from it if
 read.  A view made in a cycle joins its base's storage only if it outlives the cycle; a write to a
 tensor that a live view of the cycle aliases is off the trace.  A trace whose replays keep falling
-back before their first backward is declined: the thread records it from then on.
+back before their first backward earns the thread a rest (symgrad.cycles), longer each time.
 
 What a replayed step costs is Python: a cycle that saw the same carried tensors as the last one
 reuses its wiring (``_wired_as_before``) instead of building it again.
@@ -333,6 +333,12 @@ def _array(value):
     return value.get() if value.__class__ is deferred.Pending else value
 
 
+def _value_leaf(kind, value):
+    """A leaf of ``kind`` holding ``value`` (an array, or a node or deferred result it takes), owned by
+    no tensor: an operand as a cycle saw it."""
+    return Node(LEAF, (), (), kind.shape, kind.dtype, kind.requires_grad, _array(value), kind, None, ())
+
+
 def _restore(tensor, carry, value) -> None:
     """A carried tensor made plain again, holding ``value``."""
     node = _leaf(carry.kind, value, tensor)
@@ -451,31 +457,34 @@ class Replayer:
         view._inference = base._inference
         self.views.append(len(self.made) - 1)
 
-    def _viewed(self, tensor) -> bool:
-        """Whether a view made in this cycle and still held by someone aliases ``tensor``."""
-        made = self.made
+    def _live_views(self) -> list:
+        """The views made in this cycle that someone besides the cycle still holds."""
+        made, live = self.made, []
         for k in self.views:
             view = made[k]
             if sys.getrefcount(view) > 3:  # ``made``, ``view`` and the argument: held elsewhere too
-                base = view._view[0]
-                while True:
-                    if base is tensor:
-                        return True
-                    if base._view is None:
-                        break
-                    base = base._view[0]
+                live.append(view)
+        return live
+
+    def _viewed(self, tensor) -> bool:
+        """Whether a live view of this cycle aliases ``tensor``."""
+        for view in self._live_views():
+            base = view._view[0]
+            while True:
+                if base is tensor:
+                    return True
+                if base._view is None:
+                    break
+                base = base._view[0]
         return False
 
-    def _register_views(self, held) -> None:
-        """The views of this cycle that ``held`` says live on join their bases' storage, as the
-        usual path's views do (a later write to the base reaches them)."""
-        made = self.made
-        for k in self.views:
-            view = made[k]
-            if held(view):
-                base = view._view[0]
-                storage_of(base).add(view)
-                view._storage = base._storage
+    def _register_views(self) -> None:
+        """The live views of this cycle join their bases' storage, as the usual path's views do (a
+        later write to the base reaches them)."""
+        for view in self._live_views():
+            base = view._view[0]
+            storage_of(base).add(view)
+            view._storage = base._storage
 
     def _capture(self, tensor, ref) -> bool:
         """Whether ``tensor`` can fill the next slot, ``ref``'s (then it does): an outside tensor of
@@ -600,7 +609,7 @@ class Replayer:
                 self.record.held = held
                 self.record.operands = [_operand(tensor) for tensor in captured]
                 if self.views:
-                    self._register_views(lambda view: sys.getrefcount(view) > 4)  # and the lambda's argument
+                    self._register_views()
             signature, outside = self._rewired(wired, owners) if wired else self._wire(owners)
             for tensor in self.writes:  # the version counter counts each write
                 (tensor._storage or storage_of(tensor)).version += 1
@@ -880,19 +889,14 @@ class Replayer:
         for slot, operand in enumerate(record.operands):
             if operand.__class__ is tuple:
                 index, kind = operand
-                operand = Node(LEAF, (), (), kind.shape, kind.dtype, kind.requires_grad, _array(record.start[index]),
-                               kind, None, ())
+                operand = _value_leaf(kind, record.start[index])
             slots[slot] = operand
         return slots
 
     def _operand_node(self, tensor):
         """An outside operand's node: its own, or for a carried one a leaf of the chain's value."""
         node = _raw(tensor, Tensor)
-        if node.__class__ is not Carry:
-            return node
-        kind = node.kind
-        return Node(LEAF, (), (), kind.shape, kind.dtype, kind.requires_grad, _array(self.chain.state[node.index]),
-                    kind, None, ())
+        return node if node.__class__ is not Carry else _value_leaf(node.kind, self.chain.state[node.index])
 
     def _peeked(self, upto):
         """Nodes of this cycle's entries up to ``upto``, made aside from the chain's values."""
@@ -976,10 +980,10 @@ class Replayer:
             for traced in self.made:
                 _node_slot.__set__(traced, real[traced._position])
             if self.views:
-                self._register_views(lambda view: sys.getrefcount(view) > 4)  # and the lambda's argument
+                self._register_views()
             stats.fell_back += 1
-            plan = self.plan  # a step that leaves its trace each time (a value of the last step read
-            plan.fruitless = plan.fruitless + 1 if self.record is self.first else 0  # after the update) rests
+            plan = self.plan  # fell back before its first backward: a step that leaves its trace each time rests
+            plan.fruitless = plan.fruitless + 1 if self.record is self.first else 0
             _grad_state.cycle = self.recording_after(self, real, slots)
             self.chain.replayer = self.record = self.first = self.wiring = None  # no reference cycle is left behind
             self.made = []
