@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import codegen
 import symgrad
 from codegen import deferred
 from symgrad import replaying
@@ -299,6 +300,7 @@ def test_a_deferred_loop_leaves_nothing_for_the_cycle_collector():
     import gc
 
     _seed_loop(symgrad, 100)  # compiles (tracing leaves cyclic garbage of its own)
+    codegen.finish_compiles()  # and so do compiles in threads, this test's or an earlier one's
     enabled = gc.isenabled()
     gc.disable()
     try:
