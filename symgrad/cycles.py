@@ -3,7 +3,8 @@
 A *cycle* runs from just after one ``backward()`` to the next.  While a thread records on the
 usual path, each op, in-place write and fill appends one entry to the cycle's trace: the op,
 its attributes and grad mode, and each operand as a position earlier in the cycle, an outside
-tensor (numbered in order of first use, with its kind) or a shared constant.  When a cycle's
+tensor (numbered in order of first use, with its kind), a Python float (numbered likewise, its value
+left out: a learning-rate schedule is the same trace) or a shared constant.  When a cycle's
 trace equals the one before, and the backward's compiled program reads only arrays the trace
 names (its ``Plan``), the thread replays the next cycles: ``symgrad.replaying``.  A replayed
 cycle that leaves the trace hands the thread back to a recording cycle (``recording_after``),
@@ -16,13 +17,14 @@ import weakref
 
 import codegen.compile as programs
 from codegen import speed
-from symgrad import kinds
+from symgrad import engine, kinds
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
-from symgrad.nodes import CONST, LEAF
+from symgrad.nodes import CONST, LEAF, constant
 from codegen import cycle_scan  # a module import: importing codegen may be what imports symgrad
-from symgrad.replaying import (BACKWARD, FILL, FRUITLESS, GRAD, SLOT, WRITE, WRITTEN, Replayer, _gradient_state, _shares,
-                               worth_replaying)
+from symgrad.replaying import (BACKWARD, FILL, FRUITLESS, GRAD, SLOT, WRITE, WRITTEN, Number, Replayer, _gradient_state,
+                               _shares, worth_replaying)
+from symgrad.tracing import is_float_scalar
 from symgrad.tensor import Tensor
 
 MAX_ENTRIES = 20_000  # a longer cycle is not traced (its recording would cost more than it saves)
@@ -34,8 +36,9 @@ MISSES = 4            # traces in a row unequal to the one before, before restin
 class Cycle:
     """One thread's cycle being recorded: its trace (``entries``) and what its operands were."""
 
-    __slots__ = ("entries", "previous", "captured", "tensors", "slots", "positions", "made", "mark", "broken",
-                 "lock", "streak", "patience", "loops", "rest", "misses", "pause", "root_kind", "changes", "begun", "__weakref__")
+    __slots__ = ("entries", "previous", "captured", "tensors", "slots", "floats", "numbers", "positions", "made", "mark", "broken",
+                 "lock", "streak", "patience", "loops", "rest", "misses", "pause", "root_kind", "changes", "begun",
+                 "__weakref__")
 
     replaying = False
 
@@ -48,6 +51,7 @@ class Cycle:
         self.streak, self.patience, self.previous = streak, patience, previous
         self.entries = []
         self.captured, self.tensors, self.slots = [], [], {}  # outside nodes, their tensors (weak), id -> slot
+        self.floats, self.numbers = [], {}  # the constants of the Python floats used, by number; id -> Number
         self.positions, self.made = {}, []  # id of a node made -> its position; weak refs by position
         self.mark, self.broken = _grad_state.changes, False
         self.lock = lock or threading.RLock()
@@ -58,9 +62,10 @@ class Cycle:
     def resting(self, cycles: int, root, changes: int) -> "Cycle":
         """This cycle, tracing nothing for ``cycles`` cycles (tracing costs a loop that will not
         replay soon ~20 µs a step): a trace waited for, or one that does not repeat.  A cycle that
-        ends in a root of another kind, or records another number of nodes (``changes`` is the
-        last one's), is another loop's: it ends the rest."""
-        self.rest, self.broken, self.root_kind, self.changes = cycles, True, root.kind, changes
+        ends in a root of another shape or dtype, or records another number of nodes (``changes`` is
+        the last one's), is another loop's: it ends the rest (not the root's kind: a new learning
+        rate makes a new one)."""
+        self.rest, self.broken, self.root_kind, self.changes = cycles, True, _type_of(root), changes
         return self
 
     # --------------------------------------------------------------------- recording
@@ -84,7 +89,7 @@ class Cycle:
         if position is not None:
             return position
         if node.op is CONST:
-            return node
+            return self._float(node) if tensor is None and is_float_scalar(node) else node
         if tensor is None or node.kind is None:
             return None
         slot = self._slot(node)
@@ -93,6 +98,14 @@ class Cycle:
             self.captured.append(weakref.ref(node))
             self.tensors.append(weakref.ref(tensor))
         return slot, node.kind
+
+    def _float(self, node) -> Number:
+        """The trace's reference to a Python float, whose constant is ``node``."""
+        number = self.numbers.get(id(node))  # (the constants are held: ids stay theirs)
+        if number is None:
+            number = self.numbers[id(node)] = Number(len(self.floats), node.dtype)
+            self.floats.append(node)
+        return number
 
     def _entry(self, entry, node, expected: int) -> None:
         """Append ``entry`` whose result is ``node``; the cycle breaks if anything recorded or
@@ -113,7 +126,7 @@ class Cycle:
         if None in refs or node.kind is None:
             self.broken = True
             return
-        self._entry((op, attrs, _grad_state.enabled, refs, node.kind), node, 1)
+        self._entry((op, attrs, _grad_state.enabled, refs, _type_of(node)), node, 1)  # (a kind would hold the floats)
 
     def written(self, tensor, source, old, node) -> None:
         """``apply_inplace`` wrote the result ``source`` into ``tensor`` (whose node was ``old``)
@@ -148,13 +161,16 @@ class Plan:
     """How a replayed backward runs the program the usual path compiled for this trace: where
     each input comes from, which writes its outputs fill, whose ``.grad`` takes the rest."""
 
-    __slots__ = ("program", "inputs", "pending", "owners", "owned", "accumulate", "aliases", "generation",
-                 "declined", "fruitless", "pause")
+    __slots__ = ("program", "inputs", "floats", "baked", "pending", "owners", "owned", "accumulate", "aliases",
+                 "generation", "declined", "fruitless", "pause")
 
-    def __init__(self, program, inputs, pending, owners, owned, accumulate, aliases):
-        """``aliases``: (slot, owner) pairs whose operand was that owner's ``.grad`` (the program
+    def __init__(self, program, inputs, floats, baked, pending, owners, owned, accumulate, aliases):
+        """``floats``: the program's last inputs, Python floats, each a Number's index (or None and
+        the array of a constant no op of the trace takes); ``baked``: the values of the trace's
+        Numbers when the program has them baked in instead (a replayed cycle must use the same);
+        ``aliases``: (slot, owner) pairs whose operand was that owner's ``.grad`` (the program
         reads one input for both: ``w.grad`` in ``w -= lr * w.grad`` without ``zero_``)."""
-        self.program, self.inputs, self.pending = program, inputs, pending
+        self.program, self.inputs, self.floats, self.baked, self.pending = program, inputs, floats, baked, pending
         self.owners, self.owned, self.accumulate, self.aliases = owners, owned, accumulate, aliases
         self.generation = programs.cache.cleared  # a cleared cache forgets this program too
         self.declined = False  # replaying this trace costs more than recording it (symgrad.replaying)
@@ -173,7 +189,18 @@ class Plan:
 def plan_of(cycle, root, ran, before):
     """The Plan of a recorded cycle whose backward ``ran`` (engine.backward's description),
     or None when its program reads something the trace does not name."""
-    program, input_nodes, pending_nodes, owners, owned = ran
+    program, input_nodes, float_nodes, pending_nodes, owners, owned = ran
+    numbers = [cycle.numbers.get(id(node)) for node in float_nodes]  # None: a constant of an op's own
+    if program.__class__ is engine.FloatsBound:  # a structure seen with other floats: they are inputs
+        floats = tuple([(None, fixed) if number is None else (number.index, None)
+                        for number, fixed in zip(numbers, program.values)])
+        program, baked = program.compiled, None
+    else:  # the floats are baked in: a replayed cycle must use the same (the others may change)
+        floats, baked = (), [None] * len(cycle.floats)
+        for number, node in zip(numbers, float_nodes):
+            if number is not None:
+                baked[number.index] = node.attrs[0]
+        baked = tuple(baked)
     tensor_index = {}
     for j, tensor in enumerate(cycle.tensors):
         tensor_index.setdefault(id(tensor()), j)
@@ -204,7 +231,7 @@ def plan_of(cycle, root, ran, before):
     accumulate = tuple([before.get(("state", j)) for j in owner_slots])
     if 3 in accumulate or cycle.position(root) is None:
         return None
-    return Plan(program, tuple(inputs), tuple(pending), tuple(owner_slots),
+    return Plan(program, tuple(inputs), floats, baked, tuple(pending), tuple(owner_slots),
                 tuple([(n.shape, n.dtype, kinds.array(n.shape, n.dtype, False)) for n in owned]), accumulate,
                 tuple(aliases))
 
@@ -244,7 +271,7 @@ def _after_backward(tensor, root, ran, before) -> None:
     if cycle.rest:
         cycle.rest -= 1
         changes, cycle.begun = _grad_state.changes - cycle.begun, _grad_state.changes
-        if root.kind is not cycle.root_kind or changes != cycle.changes:  # another loop
+        if _type_of(root) is not cycle.root_kind or changes != cycle.changes:  # another loop
             _grad_state.cycle = Cycle(None, 0, 1, cycle.lock, cycle.loops)
         elif not cycle.rest:  # the next cycle is traced, and compared with the last one traced
             _grad_state.cycle = Cycle(cycle.previous, cycle.streak, cycle.patience, cycle.lock, cycle.loops,
@@ -303,7 +330,18 @@ def recording_after(replayer, real, slots):
         cycle.slots[id(node)] = slot
         cycle.captured.append(weakref.ref(node))
         cycle.tensors.append(weakref.ref(replayer.captured[slot]))
+    floats = replayer.record.floats
+    for entry in cycle.entries:  # the floats the entries kept use, in order of first use
+        if entry[0] is not WRITE and entry[0] is not FILL:
+            for ref in entry[3]:
+                if ref.__class__ is Number and ref.index == len(cycle.floats):
+                    cycle._float(constant(floats[ref.index], (), ref.dtype))
     return cycle
+
+
+def _type_of(node):
+    """The kind of an array like ``node``'s values: what a trace keeps of a result."""
+    return kinds.array(node.shape, node.dtype, node.requires_grad)
 
 
 Tensor._before_backward = _before_backward

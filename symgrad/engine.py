@@ -43,8 +43,9 @@ FREED_MESSAGE = ("Trying to backward through the graph a second time (or directl
 anomaly_mode = [False, True]  # detect_anomaly (symgrad.autograd.anomaly): on, and checking for NaN
 
 
-class _FloatsBound:
-    """A program that takes a structure's Python floats as inputs, bound to one set of values."""
+class FloatsBound:
+    """A program that takes a structure's Python floats as inputs, bound to one set of values (a
+    replayed loop passes its own: symgrad.cycles)."""
 
     def __init__(self, compiled, values):
         program = compiled.program
@@ -96,7 +97,7 @@ def _compiled(key, walk: Walk, build):
             generic = programs.cache.get(erased, build)
         finally:
             walk.floats_as_inputs = False
-    return programs.cache.put(key, _FloatsBound(generic, values))
+    return programs.cache.put(key, FloatsBound(generic, values))
 
 
 def _without_collection(fn, *args):
@@ -235,7 +236,8 @@ def backward(root, seed=None, retain_graph: bool = False, inputs=None, describe:
     tensors that own its leaves, or of the tensors ``inputs`` (which may be non-leaf).
 
     With ``describe``, returns what ran, for symgrad.cycles to replay: (program, its input nodes, the
-    pending leaves its outputs fill, the owners whose ``.grad`` it fills, a target node of each);
+    constants of the Python floats in it (its last inputs if it takes them), the pending leaves its
+    outputs fill, the owners whose ``.grad`` it fills, a target node of each);
     None for a backward that is not one program on the root's own gradient."""
     if inputs is None:
         return _backward(root, seed, retain_graph, None, describe)
@@ -267,7 +269,7 @@ def _backward(root, seed, retain_graph, inputs, describe):
         outputs = _replayed(found, root, request, path, targets)
         pending = [request.pending[i] for i in found.pending]
         owners, owned = request.owners, request.owned
-        ran = (found.compiled, [request.sources[i] for i in found.inputs]) if describe else None
+        ran = (found.compiled, [request.sources[i] for i in found.inputs], found.floats) if describe else None
     else:
         plan, compiled = _without_collection(_planned, root, seed, inputs, (path, targets))
         if request is not None:
@@ -278,7 +280,8 @@ def _backward(root, seed, retain_graph, inputs, describe):
         pending = [plan.walk.order[position] for position in plan.pending]
         owners, owned = plan.owners, plan.owned
         walk = plan.walk
-        ran = (compiled, [node for p, node in enumerate(walk.order) if walk.is_input(p)]) if describe else None
+        ran = (compiled, [node for p, node in enumerate(walk.order) if walk.is_input(p)],
+               [node for node in walk.order if is_float_scalar(node)]) if describe else None
     if anomaly_mode[0] and anomaly_mode[1]:
         _check_nan(owned, outputs[1 + len(pending):])
     root.computed(outputs[0])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from codegen import deferred, donated
 from symgrad.nodes import LEAF, as_input, is_zero_fill, owners_of
+from symgrad.tracing import is_float_scalar
 
 
 class Request:
@@ -74,12 +75,13 @@ def _numbered(nodes):
 
 
 class Replay:
-    """A compiled backward program with the sources of its inputs and the leaves its outputs fill."""
+    """A compiled backward program with the sources of its inputs, the leaves its outputs fill and
+    the constants of the Python floats in it (for symgrad.cycles)."""
 
-    __slots__ = ("compiled", "inputs", "pending", "aliasable")
+    __slots__ = ("compiled", "inputs", "pending", "floats", "aliasable")
 
-    def __init__(self, compiled, inputs, pending):
-        self.compiled, self.inputs, self.pending = compiled, inputs, pending
+    def __init__(self, compiled, inputs, pending, floats):
+        self.compiled, self.inputs, self.pending, self.floats = compiled, inputs, pending, floats
         # sources a result could be written into (symgrad.donation), for a program that is not small
         self.aliasable = () if compiled.small else tuple(sorted(inputs[p] for p in donated.aliasable(compiled.program)))
 
@@ -115,4 +117,4 @@ def replay_of(request, plan, compiled):
     pending = tuple(where.get(walk.order[position]) for position in plan.pending)
     if None in pending or len(set(pending)) != len(request.pending):
         return None
-    return Replay(compiled, tuple(inputs), pending)
+    return Replay(compiled, tuple(inputs), pending, tuple([node for node in walk.order if is_float_scalar(node)]))

@@ -39,6 +39,7 @@ import threading
 import weakref
 
 import jax.numpy as jnp
+import numpy as np
 
 import codegen.compile as programs
 from codegen import cycle_scan, deferred, speed
@@ -46,7 +47,7 @@ from symgrad import donation, engine, hooks, kinds
 from symgrad.dtypes import Size, number_in
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
-from symgrad.nodes import _default_float, _scalars, CONST, LEAF, Node, lazy_leaf, program_ran
+from symgrad.nodes import _default_float, _scalars, CONST, LEAF, Node, constant, lazy_leaf, program_ran
 from symgrad.storage import mark, storage_of
 from symgrad.inplace import write_values
 from symgrad.tensor import Tensor, record as record_op
@@ -57,6 +58,47 @@ FRUITLESS = 3  # replays of a trace in a row that fall back before their first b
 WRITE, FILL, BACKWARD = "write", "fill", "backward"
 SLOT, WRITTEN, GRAD = 0, 1, 2  # where a program input comes from: an outside operand, a write, a .grad
 _NUMBERS = frozenset((int, float, bool))
+
+
+class Number:
+    """A Python float operand in a trace: the cycle's ``index``-th float (in order of first use),
+    of the default float dtype ``dtype``.  Its value is not part of the trace: a learning-rate
+    schedule replays, each cycle's floats inputs of the program (or checked equal to the values a
+    program compiled for one set of them bakes in: the Plan's ``baked``)."""
+
+    __slots__ = ("index", "dtype")
+
+    def __init__(self, index, dtype):
+        self.index, self.dtype = index, dtype
+
+    def __eq__(self, other):
+        return other.__class__ is Number and other.index == self.index and other.dtype is self.dtype
+
+    def __hash__(self):
+        return hash((self.index, self.dtype))
+
+
+def same_float(a, b) -> bool:
+    """Whether two floats are the same number to a program (the sign of a zero counts; NaN never is)."""
+    return a is b or a == b and (a != 0 or math.copysign(1.0, a) == math.copysign(1.0, b))
+
+
+_FLOAT_ARRAYS: dict = {}
+
+
+def _float_array(value):
+    """A cycle's float as the program's float64 input: one array per value, so an unchanged
+    learning rate is passed once to a scan (loop-invariant), not stacked."""
+    key = (value, math.copysign(1.0, value))
+    array = _FLOAT_ARRAYS.get(key)
+    if array is None:
+        if len(_FLOAT_ARRAYS) >= 256:
+            _FLOAT_ARRAYS.clear()
+        array = np.asarray(value, np.float64)
+        array.flags.writeable = False
+        if value == value:
+            _FLOAT_ARRAYS[key] = array
+    return array
 _node_slot = Tensor.__dict__["_node"]
 _raw = _node_slot.__get__  # a tensor's node slot as it is: a Node, or the Carry of a carried tensor
 
@@ -187,11 +229,12 @@ class Record:
     (``operands``), the chain's state when the cycle began (``start``, kept when the chain runs while
     they live), and the cycle's nodes once made (``real``)."""
 
-    __slots__ = ("replayer", "done", "value", "index", "held", "operands", "start", "real")
+    __slots__ = ("replayer", "done", "value", "index", "held", "operands", "start", "real", "floats")
 
     def __init__(self, replayer):
         self.replayer, self.done, self.value, self.index = replayer, False, None, None
         self.held = self.operands = self.start = self.real = None
+        self.floats = []  # the values of the trace's Numbers in this cycle
 
     def holds(self) -> bool:
         """Whether a result held after the backward is still alive (it may yet be read)."""
@@ -415,7 +458,10 @@ class Replayer:
                     if a._record is not record or a._position != ref:
                         break
                 elif cls in _NUMBERS:
-                    if _scalars.get((cls, a, _default_float[0])) is not ref:
+                    if ref.__class__ is Number:
+                        if cls is not float or ref.dtype is not _default_float[0] or not self._took(ref.index, a):
+                            break
+                    elif _scalars.get((cls, a, _default_float[0])) is not ref:
                         break
                 elif ref.__class__ is tuple:
                     slot = ref[0]
@@ -436,6 +482,25 @@ class Replayer:
                 return traced
         self.fall_back()
         return None
+
+    def _took(self, index, value) -> bool:
+        """Whether the float ``value`` can be the trace's ``index``-th (then it is, for this cycle):
+        the one it was earlier in the cycle, or a first use (of the value baked in, if the program
+        bakes it in)."""
+        floats = self.record.floats
+        if index < len(floats):
+            return same_float(floats[index], value)
+        baked = self.plan.baked
+        if baked is not None and baked[index] is not None and not same_float(baked[index], value):
+            return False
+        floats.append(value)
+        return True
+
+    def _float_inputs(self) -> list:
+        """The arrays of the program's float inputs, in order: this cycle's floats, or constants
+        (a float of the program no op of the trace takes)."""
+        floats = self.record.floats
+        return [_float_array(floats[k]) if k is not None else fixed for k, fixed in self.plan.floats]
 
     def _names(self, tensor, ref) -> bool:
         """Whether ``ref`` names ``tensor``: the slot it fills (or fills now), the write it last took
@@ -648,6 +713,9 @@ class Replayer:
                     plain.append(i)
                 else:
                     again = False  # a .grad not carried: wired once
+        for array in self._float_inputs():  # the program's last inputs
+            sources.append(-1 - len(outside))
+            outside.append(array)
         written = []  # (slot, where its value after the step comes from)
         for tensor in self.writes:
             carry = _raw(tensor, Tensor)
@@ -707,7 +775,7 @@ class Replayer:
                     return None
             elif _raw(grad, Tensor) is not carry:
                 return None
-        return signature, tuple([_raw(captured[i], Tensor) for i in plain])
+        return signature, (*[_raw(captured[i], Tensor) for i in plain], *self._float_inputs())
 
     def _rewired(self, wired, owners):
         """The last cycle's wiring, used again: the ``.grad`` slots take the backward's outputs."""
@@ -862,7 +930,8 @@ class Replayer:
                 real = record.real
                 if real is None:
                     slots = self._held_operands(record)
-                    real = record.real = self._unseen(self._nodes, slots=slots, placeholders=slots is None)[0]
+                    real = record.real = self._unseen(self._nodes, slots=slots, placeholders=slots is None,
+                                                      record=record)[0]
                     root = real[self.entries[-1][1]]
                     root.computed(self.root_value(record))
                     for node in gradient_path(root)[0]:
@@ -913,13 +982,14 @@ class Replayer:
             if threading.get_ident() == self.thread:
                 self.mark += _grad_state.changes - before
 
-    def _nodes(self, upto=None, rebind=False, placeholders=False, slots=None):
-        """The cycle's entries (up to ``upto``) made on the usual path from the operands they saw:
-        slots as their nodes (a carried one: a leaf of the chain's value), writes and fills as the
-        leaves they gave, or, with ``rebind``, written into their tensors for real.  With
-        ``placeholders`` (a cycle done, whose operands have moved on), slots are leaves without
-        values: the graph only answers what its nodes are."""
-        entries = self.entries
+    def _nodes(self, upto=None, rebind=False, placeholders=False, slots=None, record=None):
+        """The cycle's entries (up to ``upto``) made on the usual path from the operands they saw
+        (``record``'s: the cycle going on by default): slots as their nodes (a carried one: a leaf of
+        the chain's value), floats as their constants, writes and fills as the leaves they gave, or,
+        with ``rebind``, written into their tensors for real.  With ``placeholders`` (a cycle done,
+        whose operands have moved on), slots are leaves without values: the graph only answers what
+        its nodes are."""
+        entries, floats = self.entries, (record or self.record).floats
         upto = len(entries) - 1 if upto is None else upto
         slots, real = {} if slots is None else slots, []
 
@@ -940,6 +1010,8 @@ class Replayer:
                 return real[ref]
             if ref.__class__ is tuple:
                 return slot_node(ref)
+            if ref.__class__ is Number:
+                return constant(floats[ref.index], (), ref.dtype)
             return ref
 
         for k in range(upto):

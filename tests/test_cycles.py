@@ -288,17 +288,82 @@ def test_gradients_accumulated_over_two_steps(torch):
     compare(torch, body)
 
 
-def test_learning_rate_schedule(torch):
-    """A Python float that changes every 10 steps: each change is a new trace (it falls back or
-    records), the steps between are replayed."""
+@pytest.mark.parametrize("read", [True, False])
+def test_learning_rate_schedule(torch, read):
+    """A Python float that changes every 10 steps is the same trace: the steps replay with each
+    one's value.  Unread, the update is in the compiled step: the program first compiled bakes the
+    first value in, so the first change falls back, and the program compiled then takes the float as
+    an input.  Read every step, the update is computed aside."""
     def body(T, s, step):
         loss = bce(T, s["x"], s["y"], s["w"], s["b"])
         loss.backward()
         update(T, s, lr=0.1 * 0.5 ** (step // 10))
         zero(s)
-        return values(s["w"], s["b"])
+        return values(s["w"], s["b"]) if read else loss
 
-    compare(torch, body)
+    fell_back = replaying.stats.fell_back
+    replayed = compare(torch, body) if read else _compare_kept(torch, body, 60)[0]
+    if speed.fast:
+        assert replayed >= 50 and replaying.stats.fell_back - fell_back <= 2, replayed
+
+
+def test_a_learning_rate_that_changes_every_step(torch):
+    """A decaying learning rate (a new float every step) replays, 32 steps a scan with the rates
+    stacked; every step's loss is PyTorch's."""
+    def body(T, s, step):
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        update(T, s, lr=0.5 * 0.98 ** step)
+        zero(s)
+        return loss
+
+    _compare_kept(torch, body, 40)  # the first scan compiles meanwhile
+    codegen.finish_compiles()
+    fell_back = replaying.stats.fell_back
+    replayed, scans = _compare_kept(torch, body, 200)
+    if speed.fast:
+        assert replayed >= 190 and scans >= 4 and replaying.stats.fell_back - fell_back <= 2, (replayed, scans)
+
+
+@pytest.mark.parametrize("scheduler", ["ExponentialLR", "StepLR"])
+def test_an_optimizer_with_a_learning_rate_scheduler(torch, scheduler):
+    """``optim.SGD`` with momentum and a scheduler: the rate in the param group changes every
+    step (or every 7th), the trace stays; nothing is read until the end (the rates are inputs of the
+    compiled step, not computed aside), and every step's loss is PyTorch's."""
+    def body(T, s, step):
+        if "opt" not in s:
+            s["opt"] = T.optim.SGD([s["w"], s["b"]], lr=0.2, momentum=0.9)
+            s["sched"] = (T.optim.lr_scheduler.ExponentialLR(s["opt"], 0.97) if scheduler == "ExponentialLR"
+                          else T.optim.lr_scheduler.StepLR(s["opt"], 7, 0.5))
+        s["opt"].zero_grad()
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        s["opt"].step()
+        s["sched"].step()
+        return loss
+
+    replayed, _ = _compare_kept(torch, body, 80)
+    if speed.fast:
+        assert replayed >= 70, replayed
+
+
+def test_two_rates_equal_at_first_then_apart(torch):
+    """Two floats equal when the trace was recorded are one constant in it: once they differ the
+    cycle falls back (the same trace cannot say so) and the new one replays."""
+    def body(T, s, step):
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        lr_b = 0.1 if step < 30 else 0.05 * 0.99 ** step  # from step 30 on, w's rate is no longer b's
+        with T.no_grad():
+            s["w"] -= 0.1 * s["w"].grad
+            s["b"] -= lr_b * s["b"].grad
+        zero(s)
+        return loss
+
+    fell_back = replaying.stats.fell_back
+    replayed, _ = _compare_kept(torch, body, 80)
+    if speed.fast:
+        assert replayed >= 60 and replaying.stats.fell_back > fell_back, replayed
 
 
 def test_a_trace_that_changes_every_seventh_step(torch):
