@@ -713,7 +713,7 @@ class Replayer:
                     plain.append(i)
                 else:
                     again = False  # a .grad not carried: wired once
-        for array in self._float_inputs():  # the program's last inputs
+        for array in self._float_inputs() if plan.floats else ():  # the program's last inputs
             sources.append(-1 - len(outside))
             outside.append(array)
         written = []  # (slot, where its value after the step comes from)
@@ -775,7 +775,8 @@ class Replayer:
                     return None
             elif _raw(grad, Tensor) is not carry:
                 return None
-        return signature, (*[_raw(captured[i], Tensor) for i in plain], *self._float_inputs())
+        plain = [_raw(captured[i], Tensor) for i in plain]
+        return signature, tuple(plain + self._float_inputs() if self.plan.floats else plain)
 
     def _rewired(self, wired, owners):
         """The last cycle's wiring, used again: the ``.grad`` slots take the backward's outputs."""
