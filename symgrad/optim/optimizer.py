@@ -205,13 +205,14 @@ def per_step(value: float, dtype) -> Tensor:
     It holds a NumPy array: the compiled call takes it for ~2 µs, where making a JAX array costs
     ~20-40 µs, and waits behind the program running, on this 2-core host."""
     key = (value, dtype)
-    tensor = _per_step.get(key)
+    tensor = _per_step.pop(key, None)  # put back last: the least recently used go first
     if tensor is None:
-        if len(_per_step) >= 64:
-            _per_step.clear()
+        if len(_per_step) >= 64:  # (emptied at once, a step's parameters got two tensors of one number)
+            del _per_step[next(iter(_per_step))]
         array = np.asarray(value, dtype=dtype.numpy)
         array.flags.writeable = False
-        tensor = _per_step[key] = Tensor(leaf(array, dtype))
+        tensor = Tensor(leaf(array, dtype))
+    _per_step[key] = tensor
     return tensor
 
 
