@@ -459,8 +459,11 @@ class Replayer:
                         break
                 elif cls in _NUMBERS:
                     if ref.__class__ is Number:
-                        if cls is not float or ref.dtype is not _default_float[0] or not self._took(ref.index, a):
+                        if cls is not float or ref.dtype is not _default_float[0]:
                             break
+                        floats, k = record.floats, ref.index
+                        if (floats[k] is not a if k < len(floats) else True) and not self._took(k, a):
+                            break  # (the same float object as before in the cycle: the common case)
                     elif _scalars.get((cls, a, _default_float[0])) is not ref:
                         break
                 elif ref.__class__ is tuple:
