@@ -94,6 +94,10 @@ class Cycle:
             return None
         slot = self._slot(node)
         if slot is None:
+            if node.value is None and node.op is not LEAF and not node.requires_grad:
+                engine.realize_outlived([node])  # made before the cycle (``x.float()`` before the loop): its
+                # values now, as PyTorch has them, or each step's program would compute it again from what
+                # the trace does not name
             slot = self.slots[id(node)] = len(self.captured)
             self.captured.append(weakref.ref(node))
             self.tensors.append(weakref.ref(tensor))

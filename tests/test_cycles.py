@@ -325,6 +325,63 @@ def test_a_learning_rate_that_changes_every_step(torch):
         assert replayed >= 190 and scans >= 4 and replaying.stats.fell_back - fell_back <= 2, (replayed, scans)
 
 
+def test_a_coefficient_of_the_loss_that_changes_every_step(torch):
+    """A float inside the differentiated loss (a regularizer annealed step by step) is an input of
+    the compiled forward and backward: replayed, every loss and gradient PyTorch's."""
+    def body(T, s, step):
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"]) + (0.001 * step) * (s["w"] * s["w"]).sum()
+        loss.backward()
+        update(T, s)
+        zero(s)
+        return loss
+
+    fell_back = replaying.stats.fell_back
+    replayed, _ = _compare_kept(torch, body, 80)
+    if speed.fast:
+        assert replayed >= 70 and replaying.stats.fell_back - fell_back <= 2, replayed
+
+
+def test_a_learning_rate_schedule_in_float64(torch):
+    """With float64 as the default dtype, floats are float64 constants: a schedule replays the same."""
+    def body(T, s, step):
+        if step == 0:
+            for k in "xywb":
+                s[k] = T.tensor(values(s[k])[0], requires_grad=k in "wb")  # float64 arrays
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        update(T, s, lr=0.3 * 0.97 ** step)
+        zero(s)
+        return loss
+
+    previous = symgrad.get_default_dtype()
+    symgrad.set_default_dtype(symgrad.float64)
+    try:
+        replayed, _ = _compare_kept(torch, body, 80)
+    finally:
+        symgrad.set_default_dtype(previous)
+    if speed.fast:
+        assert replayed >= 70, replayed
+
+
+def test_inputs_converted_before_the_loop(torch):
+    """``x = torch.from_numpy(array).float()`` before the loop (the tutorials' way with float64 data)
+    is an op result no step computes: the first step gives it its values, and the loop replays."""
+    X, Y = np.linspace(-1.0, 1.0, 5), np.linspace(0.0, 1.0, 3)
+
+    def body(T, s, step):
+        if step == 0:
+            s["x"], s["y"] = T.from_numpy(X).float(), T.from_numpy(Y).to(T.float32)
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        update(T, s)
+        zero(s)
+        return loss
+
+    replayed, _ = _compare_kept(torch, body, 60)
+    if speed.fast:
+        assert replayed >= 50, replayed
+
+
 @pytest.mark.parametrize("scheduler", ["ExponentialLR", "StepLR"])
 def test_an_optimizer_with_a_learning_rate_scheduler(torch, scheduler):
     """``optim.SGD`` with momentum and a scheduler: the rate in the param group changes every
