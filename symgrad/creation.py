@@ -153,6 +153,13 @@ def _random(draw, shape: tuple, dtype, requires_grad: bool, device, generator) -
     return _make(_draw(draw, shape, dtype, generator), dtype, requires_grad)
 
 
+def draws_like(tensor: Tensor, draw, generator=None) -> Tensor:
+    """A new tensor of ``tensor``'s shape and dtype holding ``draw``'s numbers: a leaf with values
+    from the start, not a tensor written in place (a dropout mask: a replayed step takes it as one
+    more array from outside, symgrad.replaying)."""
+    return _make(_draw(draw, tuple(tensor.shape), tensor.dtype, generator), tensor.dtype, False)
+
+
 def _dims(dims: tuple, size) -> tuple:
     """``rand(2, 3)``, ``rand((2, 3))``, ``rand(size=(2, 3))``; ``rand()`` is PyTorch's TypeError."""
     if not dims and size is None:

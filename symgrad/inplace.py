@@ -217,22 +217,30 @@ def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
 
 
 def copy_(tensor: Tensor, src: Tensor) -> Tensor:
-    """``copy_``: the tensor takes src's values (and, under grad mode, its history)."""
-    node = tensor._node
+    """``copy_``: the tensor takes src's values (and, under grad mode, its history).  Without
+    history it is a traced write (a running statistic moved each step: symgrad.cycles)."""
     check_writable(tensor, "copy_")
     if tensor._storage is not None:
         refuse_overlap(tensor, (src,))
-    if is_grad_enabled() and node.requires_grad and node.is_leaf:
+    if is_grad_enabled() and tensor.requires_grad and tensor.is_leaf:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     if tuple(src.shape) != tuple(tensor.shape):
         src = expand(src, *tensor.shape)
-    new = copy(to_dtype(src, tensor.dtype))._node
+    result = copy(to_dtype(src, tensor.dtype))
+    cycle = _grad_state.cycle
+    if cycle is not None and cycle.replaying:
+        if cycle.write(tensor, result):
+            return tensor
+        cycle = _grad_state.cycle  # off the trace: the cycle recording the rest
+    node, new = tensor._node, result._node
     if new.requires_grad:
         assign(tensor, new)
     elif is_grad_enabled() and node.requires_grad:  # recorded: the old values' history gets no gradient
         assign(tensor, record(COPY_OVER, (node, new)))
     else:
         write_values(tensor, new)
+        if cycle is not None:
+            cycle.written(tensor, new, node, tensor._node)
     return tensor
 
 

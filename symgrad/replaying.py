@@ -47,7 +47,7 @@ from symgrad import donation, engine, hooks, kinds
 from symgrad.dtypes import Size, number_in
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
-from symgrad.nodes import _default_float, _scalars, CONST, LEAF, Node, constant, lazy_leaf, program_ran
+from symgrad.nodes import _default_float, _scalars, CONST, LEAF, Node, constant, lazy_leaf, outlived, program_ran
 from symgrad.storage import mark, storage_of
 from symgrad.inplace import write_values
 from symgrad.tensor import Tensor, record as record_op
@@ -567,6 +567,8 @@ class Replayer:
         if key in self.latest or key in self.taken:
             return False
         node = _raw(tensor, Tensor)
+        if node.kind is not ref[1] and node.__class__ is Node and outlived(node):
+            engine.realize_outlived([node])  # as recording an op on it does first (``tensor.record``)
         if node.kind is not ref[1] or node.__class__ is Carry and node.chain is not self.chain:
             return False
         self.taken.add(key)

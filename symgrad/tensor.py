@@ -404,6 +404,7 @@ def record(op, nodes: tuple, attrs: tuple = ()) -> Node:
                                                      and (n.op is LEAF or not n.requires_grad))]
         if stale:
             engine.realize_outlived(stale)
+            _grad_state.changes -= 1  # one node recorded, counted by the call below (a trace checks the count)
             return record(op, nodes, attrs)
     else:
         run = 0

@@ -784,6 +784,40 @@ def test_an_nn_model_trained_with_a_stateful_optimizer(torch, name):
         assert replayed >= 115 and fell_back == 0, (replayed, fell_back)
 
 
+@pytest.mark.parametrize("layer", ["Dropout", "BatchNorm1d"])
+def test_dropout_and_batch_norm_in_the_model(torch, layer):
+    """A dropout mask drawn each step (one more array from outside the trace), a batch norm's
+    running statistics and batch counter moved each step (traced writes): replayed, every loss
+    PyTorch's, and the running statistics at the end too."""
+    rng = np.random.default_rng(5)
+    X, labels = rng.standard_normal((16, 4)).astype(np.float32), rng.integers(0, 3, 16)
+
+    def losses(T, steps=80):
+        T.manual_seed(0)
+        extra = T.nn.Dropout(0.3) if layer == "Dropout" else T.nn.BatchNorm1d(8)
+        model = T.nn.Sequential(T.nn.Linear(4, 8), extra, T.nn.ReLU(), T.nn.Linear(8, 3))
+        optimizer = T.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        x, y, kept = T.tensor(X), T.tensor(labels), []
+        for _ in range(steps):
+            optimizer.zero_grad()
+            loss = T.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            kept.append(loss)
+        return [float(loss) for loss in kept], values(*model.parameters(), *model.buffers())
+
+    before = replaying.stats.replayed
+    ours, our_state = losses(symgrad)
+    replayed = replaying.stats.replayed - before
+    theirs, their_state = losses(torch)
+    np.testing.assert_allclose(ours, theirs, **STEP_TOL)
+    assert len(our_state) == len(their_state)
+    for u, v in zip(our_state, their_state):
+        np.testing.assert_allclose(u, v, **STEP_TOL)
+    if speed.fast:
+        assert replayed >= 70, replayed
+
+
 def test_adam_long_after_its_first_bias_correction_settles(torch):
     """With beta1 = 0.5 the first bias correction is exactly 1 from step ~53 on: one number, one
     0-d tensor shared by the parameters of every step, while the second changes each step.  The

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import warnings
 import weakref
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -19,8 +20,8 @@ import numpy as np
 import sympy as sp
 from sympy.codegen.cfunctions import log1p
 
-from symgrad import dtypes, engine, ir
-from symgrad.creation import ones, ones_like, zeros, zeros_like
+from symgrad import dtypes, engine, ir, random
+from symgrad.creation import draws_like, ones, ones_like, zeros, zeros_like
 from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad.ir import ieee
 from symgrad.ir.indexing import flip, take
@@ -295,7 +296,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     reduction = legacy_reduction(size_average, reduce, reduction)
-    if target._node.shape != input._node.shape:
+    if target.shape != input.shape:  # public shapes: a replayed step's tensors have no node
         raise ValueError(f"Using a target size ({target.shape}) that is different to the input size ({input.shape}) "
                          "is deprecated. Please ensure they have the same size.")
     if target.dtype is not input.dtype:
@@ -333,7 +334,7 @@ def _weighted(errors, weight, input, reduction, by_weights):
 
 
 def _same_shape_warning(input, target):
-    if target._node.shape != input._node.shape:
+    if target.shape != input.shape:  # public shapes: a replayed step's tensors have no node
         warnings.warn(f"Using a target size ({target.shape}) that is different to the input size ({input.shape}). "
                       "This will likely lead to incorrect results due to broadcasting. "
                       "Please ensure they have the same size.", UserWarning, stacklevel=3)
@@ -1024,9 +1025,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if p == 1:
         return input * zeros_like(input)
-    noise = zeros_like(input).bernoulli_(1 - p)
-    noise.div_(1 - p)
-    return input * noise
+    noise = draws_like(input, partial(random.bernoulli, p=1 - p))
+    return input * (noise / (1 - p))
 
 
 # ------------------------------------------------------------------ losses PyTorch composes

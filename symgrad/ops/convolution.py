@@ -625,9 +625,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 def _update_running_stats(input, running_mean, running_var, momentum):
     axes = (0, *range(2, input.ndim))
-    with no_grad():
-        values = input.detach()
+    with no_grad():  # (no ``detach()``: under no_grad the statistics have no history, and a replayed step traces them)
         if running_mean is not None:
-            running_mean.copy_(momentum * values.mean(axes) + (1 - momentum) * running_mean)
+            running_mean.copy_(momentum * input.mean(axes) + (1 - momentum) * running_mean)
         if running_var is not None:
-            running_var.copy_(momentum * values.var(axes, unbiased=True) + (1 - momentum) * running_var)
+            running_var.copy_(momentum * input.var(axes, unbiased=True) + (1 - momentum) * running_var)
