@@ -1097,6 +1097,15 @@ def worth_replaying(plan, entries) -> bool:
     return all(math.prod(kind.shape) < donation.MIN_ELEMENTS for kind in kinds_carried)
 
 
+def has_node(tensor) -> bool:
+    """Whether ``tensor`` has a node now: a replayed result and a carried tensor make one only when
+    asked (a replayed result by falling back), so checks that look only at known values skip them."""
+    try:
+        return _raw(tensor, Tensor).__class__ is Node
+    except AttributeError:
+        return False
+
+
 def carried(tensor) -> bool:
     """Whether ``tensor``'s values are carried by a chain of replayed cycles (not computed yet)."""
     return _raw(tensor, Tensor).__class__ is Carry

@@ -784,6 +784,38 @@ def test_an_nn_model_trained_with_a_stateful_optimizer(torch, name):
         assert replayed >= 115 and fell_back == 0, (replayed, fell_back)
 
 
+@pytest.mark.parametrize("loss_name", ["MSELoss", "L1Loss", "BCELoss"])
+def test_regression_losses(torch, loss_name):
+    """Losses that check their operands' shapes (or values) first: the check reads what a replayed
+    result knows without computing it, so the step stays on its trace."""
+    rng = np.random.default_rng(6)
+    X, Y = rng.standard_normal((16, 4)).astype(np.float32), rng.uniform(0.1, 0.9, (16, 1)).astype(np.float32)
+
+    def losses(T, steps=60):
+        T.manual_seed(0)
+        model = T.nn.Linear(4, 1)
+        optimizer = T.optim.Adam(model.parameters(), lr=0.01)
+        criterion = getattr(T.nn, loss_name)()
+        x, y, kept = T.tensor(X), T.tensor(Y), []
+        for _ in range(steps):
+            optimizer.zero_grad()
+            out = model(x)
+            loss = criterion(T.sigmoid(out) if loss_name == "BCELoss" else out, y)
+            loss.backward()
+            optimizer.step()
+            kept.append(loss)
+        return [float(loss) for loss in kept] + list(values(*model.parameters()))
+
+    before = replaying.stats.replayed
+    ours = losses(symgrad)
+    replayed = replaying.stats.replayed - before
+    theirs = losses(torch)
+    for u, v in zip(ours, theirs):
+        np.testing.assert_allclose(u, v, **STEP_TOL)
+    if speed.fast:
+        assert replayed >= 50, replayed
+
+
 @pytest.mark.parametrize("layer", ["Dropout", "BatchNorm1d"])
 def test_dropout_and_batch_norm_in_the_model(torch, layer):
     """A dropout mask drawn each step (one more array from outside the trace), a batch norm's

@@ -20,7 +20,7 @@ import numpy as np
 import sympy as sp
 from sympy.codegen.cfunctions import log1p
 
-from symgrad import dtypes, engine, ir, random
+from symgrad import dtypes, engine, ir, random, replaying
 from symgrad.creation import draws_like, ones, ones_like, zeros, zeros_like
 from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad.ir import ieee
@@ -550,6 +550,8 @@ def _chunking_options(options, input, target, linear_bias, classes, out_features
 def _known_values(tensor):
     """The tensor's values if they are already computed (a leaf's), else None: checks that
     PyTorch makes eagerly are made here whenever they cost no computation."""
+    if not replaying.has_node(tensor):
+        return None
     value = engine.known_array(tensor._node)
     return None if value is None else np.asarray(value)
 
