@@ -753,65 +753,79 @@ def test_the_latest_prediction_held_as_a_tutorial_holds_it(torch):
         assert replayed >= 180 and scans >= 4, (replayed, scans)
 
 
+_RNG = np.random.default_rng(5)
+FEATURES, CLASSES = _RNG.standard_normal((16, 4)).astype(np.float32), _RNG.integers(0, 3, 16)
+
+
+def _training(T, steps, model, optimizer, criterion=None, data=(FEATURES, CLASSES)):
+    """The tutorials' loop (``zero_grad``, forward, ``backward``, ``step``) for ``steps`` steps, on the
+    model ``model(T)`` made after seeding, with ``optimizer(T, parameters)`` and the loss module
+    ``criterion(T)`` (cross entropy if None): every loss (kept as a tensor, read at the end) and the
+    parameters and buffers at the end."""
+    T.manual_seed(0)
+    network = model(T)
+    step = optimizer(T, network.parameters())
+    loss_of = criterion(T) if criterion else T.nn.functional.cross_entropy
+    x, y, kept = T.tensor(data[0]), T.tensor(data[1]), []
+    for _ in range(steps):
+        step.zero_grad()
+        loss = loss_of(network(x), y)
+        loss.backward()
+        step.step()
+        kept.append(loss)
+    return [float(loss) for loss in kept], values(*network.parameters(), *network.buffers())
+
+
+def _compare_training(torch, steps, **how):
+    """``_training`` with both libraries, equal at every step; how many steps symgrad replayed, and
+    how many times it fell back."""
+    replayed, fell_back = replaying.stats.replayed, replaying.stats.fell_back
+    ours, our_state = _training(symgrad, steps, **how)
+    replayed, fell_back = replaying.stats.replayed - replayed, replaying.stats.fell_back - fell_back
+    theirs, their_state = _training(torch, steps, **how)
+    np.testing.assert_allclose(ours, theirs, **STEP_TOL)
+    assert len(our_state) == len(their_state)
+    for u, v in zip(our_state, their_state):
+        np.testing.assert_allclose(u, v, **STEP_TOL)
+    return replayed, fell_back
+
+
+def _tanh_network(T):
+    return T.nn.Sequential(T.nn.Linear(4, 8), T.nn.Tanh(), T.nn.Linear(8, 3))
+
+
 @pytest.mark.parametrize("name", ["Adam", "AdamW", "RMSprop"])
 def test_an_nn_model_trained_with_a_stateful_optimizer(torch, name):
     """``nn.Linear`` layers trained by an optimizer with state (moments, a step count kept as a
     tensor, bias corrections that change every step): replayed, every loss PyTorch's."""
-    rng = np.random.default_rng(5)
-    X, labels = rng.standard_normal((16, 4)).astype(np.float32), rng.integers(0, 3, 16)
-
-    def losses(T, steps=120):
-        T.manual_seed(0)
-        model = T.nn.Sequential(T.nn.Linear(4, 8), T.nn.Tanh(), T.nn.Linear(8, 3))
-        optimizer = getattr(T.optim, name)(model.parameters(), lr=0.01)
-        x, y, kept = T.tensor(X), T.tensor(labels), []
-        for _ in range(steps):
-            optimizer.zero_grad()
-            loss = T.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            optimizer.step()
-            kept.append(loss)
-        return [float(loss) for loss in kept] + list(values(*model.parameters()))
-
-    before, fell_back = replaying.stats.replayed, replaying.stats.fell_back
-    ours = losses(symgrad)
-    replayed, fell_back = replaying.stats.replayed - before, replaying.stats.fell_back - fell_back
-    theirs = losses(torch)
-    np.testing.assert_allclose(ours[:120], theirs[:120], **STEP_TOL)
-    for u, v in zip(ours[120:], theirs[120:]):
-        np.testing.assert_allclose(u, v, **STEP_TOL)
+    replayed, fell_back = _compare_training(torch, 120, model=_tanh_network,
+                                            optimizer=lambda T, p: getattr(T.optim, name)(p, lr=0.01))
     if speed.fast:  # never off the trace
         assert replayed >= 115 and fell_back == 0, (replayed, fell_back)
+
+
+def test_adam_long_after_its_first_bias_correction_settles(torch):
+    """With beta1 = 0.5 the first bias correction is exactly 1 from step ~53 on: one number, one
+    0-d tensor shared by the parameters of every step, while the second changes each step.  The
+    parameters of a step must get the same tensor (a cache emptied between two of them made the
+    step leave its trace every 64 steps); 250 steps never leave it, every loss PyTorch's."""
+    replayed, fell_back = _compare_training(torch, 250, model=_tanh_network,
+                                            optimizer=lambda T, p: T.optim.Adam(p, lr=0.01, betas=(0.5, 0.999)))
+    if speed.fast:
+        assert replayed >= 245 and fell_back == 0, (replayed, fell_back)
 
 
 @pytest.mark.parametrize("loss_name", ["MSELoss", "L1Loss", "BCELoss"])
 def test_regression_losses(torch, loss_name):
     """Losses that check their operands' shapes (or values) first: the check reads what a replayed
     result knows without computing it, so the step stays on its trace."""
-    rng = np.random.default_rng(6)
-    X, Y = rng.standard_normal((16, 4)).astype(np.float32), rng.uniform(0.1, 0.9, (16, 1)).astype(np.float32)
+    targets = np.random.default_rng(6).uniform(0.1, 0.9, (16, 1)).astype(np.float32)
 
-    def losses(T, steps=60):
-        T.manual_seed(0)
-        model = T.nn.Linear(4, 1)
-        optimizer = T.optim.Adam(model.parameters(), lr=0.01)
-        criterion = getattr(T.nn, loss_name)()
-        x, y, kept = T.tensor(X), T.tensor(Y), []
-        for _ in range(steps):
-            optimizer.zero_grad()
-            out = model(x)
-            loss = criterion(T.sigmoid(out) if loss_name == "BCELoss" else out, y)
-            loss.backward()
-            optimizer.step()
-            kept.append(loss)
-        return [float(loss) for loss in kept] + list(values(*model.parameters()))
+    def model(T):
+        return T.nn.Sequential(T.nn.Linear(4, 1), *([T.nn.Sigmoid()] if loss_name == "BCELoss" else []))
 
-    before = replaying.stats.replayed
-    ours = losses(symgrad)
-    replayed = replaying.stats.replayed - before
-    theirs = losses(torch)
-    for u, v in zip(ours, theirs):
-        np.testing.assert_allclose(u, v, **STEP_TOL)
+    replayed, _ = _compare_training(torch, 60, model=model, optimizer=lambda T, p: T.optim.Adam(p, lr=0.01),
+                                    criterion=lambda T: getattr(T.nn, loss_name)(), data=(FEATURES, targets))
     if speed.fast:
         assert replayed >= 50, replayed
 
@@ -821,59 +835,11 @@ def test_dropout_and_batch_norm_in_the_model(torch, layer):
     """A dropout mask drawn each step (one more array from outside the trace), a batch norm's
     running statistics and batch counter moved each step (traced writes): replayed, every loss
     PyTorch's, and the running statistics at the end too."""
-    rng = np.random.default_rng(5)
-    X, labels = rng.standard_normal((16, 4)).astype(np.float32), rng.integers(0, 3, 16)
-
-    def losses(T, steps=80):
-        T.manual_seed(0)
+    def model(T):
         extra = T.nn.Dropout(0.3) if layer == "Dropout" else T.nn.BatchNorm1d(8)
-        model = T.nn.Sequential(T.nn.Linear(4, 8), extra, T.nn.ReLU(), T.nn.Linear(8, 3))
-        optimizer = T.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        x, y, kept = T.tensor(X), T.tensor(labels), []
-        for _ in range(steps):
-            optimizer.zero_grad()
-            loss = T.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            optimizer.step()
-            kept.append(loss)
-        return [float(loss) for loss in kept], values(*model.parameters(), *model.buffers())
+        return T.nn.Sequential(T.nn.Linear(4, 8), extra, T.nn.ReLU(), T.nn.Linear(8, 3))
 
-    before = replaying.stats.replayed
-    ours, our_state = losses(symgrad)
-    replayed = replaying.stats.replayed - before
-    theirs, their_state = losses(torch)
-    np.testing.assert_allclose(ours, theirs, **STEP_TOL)
-    assert len(our_state) == len(their_state)
-    for u, v in zip(our_state, their_state):
-        np.testing.assert_allclose(u, v, **STEP_TOL)
+    replayed, _ = _compare_training(torch, 80, model=model,
+                                    optimizer=lambda T, p: T.optim.SGD(p, lr=0.1, momentum=0.9))
     if speed.fast:
         assert replayed >= 70, replayed
-
-
-def test_adam_long_after_its_first_bias_correction_settles(torch):
-    """With beta1 = 0.5 the first bias correction is exactly 1 from step ~53 on: one number, one
-    0-d tensor shared by the parameters of every step, while the second changes each step.  The
-    parameters of a step must get the same tensor (a cache emptied between two of them made the
-    step leave its trace every 64 steps); 250 steps never leave it, every loss PyTorch's."""
-    rng = np.random.default_rng(5)
-    X, labels = rng.standard_normal((16, 4)).astype(np.float32), rng.integers(0, 3, 16)
-
-    def losses(T, steps=250):
-        T.manual_seed(0)
-        model = T.nn.Sequential(T.nn.Linear(4, 8), T.nn.Tanh(), T.nn.Linear(8, 3))
-        optimizer = T.optim.Adam(model.parameters(), lr=0.01, betas=(0.5, 0.999))
-        x, y, kept = T.tensor(X), T.tensor(labels), []
-        for _ in range(steps):
-            optimizer.zero_grad()
-            loss = T.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            optimizer.step()
-            kept.append(loss)
-        return [float(loss) for loss in kept]
-
-    before, fell_back = replaying.stats.replayed, replaying.stats.fell_back
-    ours = losses(symgrad)
-    replayed, fell_back = replaying.stats.replayed - before, replaying.stats.fell_back - fell_back
-    np.testing.assert_allclose(ours, losses(torch), **STEP_TOL)
-    if speed.fast:
-        assert replayed >= 245 and fell_back == 0, (replayed, fell_back)
