@@ -743,6 +743,8 @@ class Replayer:
         for index, source in written:
             outs[index] = source
         signature = (tuple(sources), tuple(outs))
+        if side:  # the values computed aside (writes the program does not compute), in one program
+            engine.realize([node for node in outside if node.__class__ is Node and node.value is None])
         self.wiring = None
         if again:
             carried = tuple([_carry_of(t) for t in captured])
