@@ -58,6 +58,8 @@ FRUITLESS = 3  # replays of a trace in a row that fall back before their first b
 WRITE, FILL, BACKWARD = "write", "fill", "backward"
 SLOT, WRITTEN, GRAD = 0, 1, 2  # where a program input comes from: an outside operand, a write, a .grad
 _NUMBERS = frozenset((int, float, bool))
+_node_slot = Tensor.__dict__["_node"]
+_raw = _node_slot.__get__  # a tensor's node slot as it is: a Node, or the Carry of a carried tensor
 
 
 class Number:
@@ -78,8 +80,8 @@ class Number:
         return hash((self.index, self.dtype))
 
 
-def same_float(a, b) -> bool:
-    """Whether two floats are the same number to a program (the sign of a zero counts; NaN never is)."""
+def _same_float(a, b) -> bool:
+    """Whether two floats are the same number to a program (the sign of a zero counts; a NaN is only itself)."""
     return a is b or a == b and (a != 0 or math.copysign(1.0, a) == math.copysign(1.0, b))
 
 
@@ -99,8 +101,6 @@ def _float_array(value):
         if value == value:
             _FLOAT_ARRAYS[key] = array
     return array
-_node_slot = Tensor.__dict__["_node"]
-_raw = _node_slot.__get__  # a tensor's node slot as it is: a Node, or the Carry of a carried tensor
 
 
 class Stats:
@@ -492,9 +492,9 @@ class Replayer:
         bakes it in)."""
         floats = self.record.floats
         if index < len(floats):
-            return same_float(floats[index], value)
+            return _same_float(floats[index], value)
         baked = self.plan.baked
-        if baked is not None and baked[index] is not None and not same_float(baked[index], value):
+        if baked is not None and baked[index] is not None and not _same_float(baked[index], value):
             return False
         floats.append(value)
         return True
