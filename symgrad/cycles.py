@@ -37,7 +37,7 @@ class Cycle:
     """One thread's cycle being recorded: its trace (``entries``) and what its operands were."""
 
     __slots__ = ("entries", "previous", "captured", "tensors", "slots", "floats", "numbers", "positions", "made", "mark", "broken",
-                 "lock", "streak", "patience", "loops", "rest", "misses", "pause", "root_kind", "changes", "begun",
+                 "lock", "streak", "patience", "loops", "rest", "misses", "pause", "root_type", "changes", "begun",
                  "__weakref__")
 
     replaying = False
@@ -56,7 +56,7 @@ class Cycle:
         self.mark, self.broken = _grad_state.changes, False
         self.lock = lock or threading.RLock()
         self.loops = loops if loops is not None else []
-        self.rest, self.misses, self.pause, self.root_kind, self.changes = 0, 0, pause, None, 0
+        self.rest, self.misses, self.pause, self.root_type, self.changes = 0, 0, pause, None, 0
         self.begun = _grad_state.changes  # nodes recorded and tensors rebound before this cycle
 
     def resting(self, cycles: int, root, changes: int) -> "Cycle":
@@ -65,7 +65,7 @@ class Cycle:
         ends in a root of another shape or dtype, or records another number of nodes (``changes`` is
         the last one's), is another loop's: it ends the rest (not the root's kind: a new learning
         rate makes a new one)."""
-        self.rest, self.broken, self.root_kind, self.changes = cycles, True, _type_of(root), changes
+        self.rest, self.broken, self.root_type, self.changes = cycles, True, _type_of(root), changes
         return self
 
     # --------------------------------------------------------------------- recording
@@ -275,7 +275,7 @@ def _after_backward(tensor, root, ran, before) -> None:
     if cycle.rest:
         cycle.rest -= 1
         changes, cycle.begun = _grad_state.changes - cycle.begun, _grad_state.changes
-        if _type_of(root) is not cycle.root_kind or changes != cycle.changes:  # another loop
+        if _type_of(root) is not cycle.root_type or changes != cycle.changes:  # another loop
             _grad_state.cycle = Cycle(None, 0, 1, cycle.lock, cycle.loops)
         elif not cycle.rest:  # the next cycle is traced, and compared with the last one traced
             _grad_state.cycle = Cycle(cycle.previous, cycle.streak, cycle.patience, cycle.lock, cycle.loops,
