@@ -343,20 +343,9 @@ def recording_after(replayer, real, slots):
     return cycle
 
 
-_types: dict = {}  # a node's kind -> the kind of an array of its type
-
-
 def _type_of(node):
     """The kind of an array like ``node``'s values: what a trace keeps of a result."""
-    kind = node.kind
-    array = _types.get(kind)
-    if array is None and kind is None:
-        return kinds.array(node.shape, node.dtype, node.requires_grad)
-    if array is None:
-        if len(_types) >= 4096:
-            _types.clear()
-        array = _types[kind] = kinds.array(node.shape, node.dtype, node.requires_grad)
-    return array
+    return kinds.array(node.shape, node.dtype, node.requires_grad)
 
 
 Tensor._before_backward = _before_backward

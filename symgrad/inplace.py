@@ -185,9 +185,7 @@ def apply_inplace(tensor: Tensor, name: str, compute, operands=()) -> Tensor:
         if cycle is not None:
             cycle.broken = True
     else:
-        write_values(tensor, result)
-        if cycle is not None:
-            cycle.written(tensor, result, node, tensor._node)
+        write_traced(tensor, result, cycle)
     return tensor
 
 
@@ -227,21 +225,31 @@ def copy_(tensor: Tensor, src: Tensor) -> Tensor:
     if tuple(src.shape) != tuple(tensor.shape):
         src = expand(src, *tensor.shape)
     result = copy(to_dtype(src, tensor.dtype))
+    if result.requires_grad:
+        assign(tensor, result._node)
+    elif is_grad_enabled() and tensor.requires_grad:  # recorded: the old values' history gets no gradient
+        assign(tensor, record(COPY_OVER, (tensor._node, result._node)))
+    else:
+        write_result(tensor, result)
+    return tensor
+
+
+def write_result(tensor: Tensor, result: Tensor) -> None:
+    """``tensor`` takes the values of ``result`` (computed without history), as a traced write."""
     cycle = _grad_state.cycle
     if cycle is not None and cycle.replaying:
         if cycle.write(tensor, result):
-            return tensor
-        cycle = _grad_state.cycle  # off the trace: the cycle recording the rest
-    node, new = tensor._node, result._node
-    if new.requires_grad:
-        assign(tensor, new)
-    elif is_grad_enabled() and node.requires_grad:  # recorded: the old values' history gets no gradient
-        assign(tensor, record(COPY_OVER, (node, new)))
-    else:
-        write_values(tensor, new)
-        if cycle is not None:
-            cycle.written(tensor, new, node, tensor._node)
-    return tensor
+            return
+        cycle = _grad_state.cycle  # off the trace at the write: the cycle recording the rest
+    write_traced(tensor, result._node, cycle)
+
+
+def write_traced(tensor, node, cycle) -> None:
+    """``tensor`` takes the values of ``node`` (without history); ``cycle``, recording, traces it."""
+    old = tensor._node
+    write_values(tensor, node)
+    if cycle is not None:
+        cycle.written(tensor, node, old, tensor._node)
 
 
 def _data(tensor: Tensor) -> Tensor:

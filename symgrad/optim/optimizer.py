@@ -14,7 +14,7 @@ import numpy as np
 from symgrad import dtypes
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import enable_grad, no_grad
-from symgrad.inplace import write_values
+from symgrad.inplace import write_result, write_traced, write_values
 from symgrad.nodes import constant, lazy_leaf, leaf
 from symgrad.tensor import Tensor, as_node, record
 
@@ -167,24 +167,7 @@ def update(tensor: Tensor, op, *inputs) -> None:
     node = record(op, nodes)
     if cycle is not None:
         cycle.recorded(op, inputs, nodes, (), node)
-    _written(tensor, node, cycle)
-
-
-def write_result(tensor: Tensor, result: Tensor) -> None:
-    """``tensor`` takes the values of ``result`` (computed without history), as a traced write."""
-    cycle = _grad_state.cycle
-    if cycle is not None and cycle.replaying:
-        if cycle.write(tensor, result):
-            return
-        cycle = _grad_state.cycle  # off the trace at the write: the cycle recording the rest
-    _written(tensor, result._node, cycle)
-
-
-def _written(tensor, node, cycle) -> None:
-    old = tensor._node
-    write_values(tensor, node)
-    if cycle is not None:
-        cycle.written(tensor, node, old, tensor._node)
+    write_traced(tensor, node, cycle)
 
 
 def zeros_like(p: Tensor) -> Tensor:

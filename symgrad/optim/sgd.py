@@ -7,9 +7,10 @@ PyTorch does by default, so the next backward writes them instead of adding.
 from __future__ import annotations
 
 from symgrad.grad_mode import enable_grad, no_grad
+from symgrad.inplace import write_result
 from symgrad.ops.elementwise import elementwise
 from symgrad.ops.registry import Example
-from symgrad.optim.optimizer import Optimizer, at_least_zero, update, write_result
+from symgrad.optim.optimizer import Optimizer, at_least_zero, update
 from symgrad.nodes import lazy_leaf
 from symgrad.tensor import Tensor
 
