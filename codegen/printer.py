@@ -276,18 +276,58 @@ class JaxPrinter(StrPrinter):
 
     def _print_Index(self, expr):
         x, spec = expr.args
+        if F.is_dynamic(spec):
+            return self._dynamic_index(self._print(x), spec)
         return f"{self._print(x)}[{F.index_text(spec)}]"
 
     def _print_IndexAdd(self, expr):
         g, spec, shape = expr.args
         g = self._print(g)
+        if F.is_dynamic(spec):
+            starts, window, rest = _dynamic_parts(spec, F._ints(shape))
+            placed = f"jnp.zeros({_axes(window)}, dtype={g}.dtype).at[{rest}].add({g})"
+            return (f"jax.lax.dynamic_update_slice(jnp.zeros({_axes(shape)}, dtype={g}.dtype), {placed}, "
+                    f"({', '.join(starts)}{',' if len(starts) == 1 else ''}))")
         return f"jnp.zeros({_axes(shape)}, dtype={g}.dtype).at[{F.index_text(spec)}].add({g})"
+
+    def _dynamic_index(self, x, spec):
+        """An index whose starts are inputs: a dynamic slice per such axis (kept), then the static rest."""
+        axis = 0
+        for item in spec:
+            kind = int(item[0])
+            if kind == 3:
+                x = f"jax.lax.dynamic_slice_in_dim({x}, {self._print(item[1])}, {int(item[2])}, {axis})"
+            elif kind == 4:
+                x = f"jax.lax.dynamic_index_in_dim({x}, {self._print(item[1])}, {axis}, keepdims=True)"
+            axis += kind != 2
+        return f"{x}[{_dynamic_parts(spec)[2]}]"
 
     def _print_StopGradient(self, expr):
         return f"jax.lax.stop_gradient({self._print(expr.args[0])})"
 
     def _print_ReducedWithSlope(self, expr):  # the value: the slope serves the gradient only
         return self._print(expr.args[0])
+
+
+def _dynamic_parts(spec, shape=None):
+    """A dynamic index as a window: each axis's start (0 where static), the window's shape (with
+    ``shape``, the indexed array's) and the static index taken inside it (a dynamic integer is the
+    window's 0)."""
+    starts, window, rest, axis = [], [], [], 0
+    for item in spec:
+        kind = int(item[0])
+        if kind == 2:
+            rest.append("None")
+            continue
+        starts.append(str(item[1]) if kind > 2 else "0")
+        if shape is not None:
+            window.append(int(item[2]) if kind == 3 else 1 if kind == 4 else shape[axis])
+        rest.append(":" if kind == 3 else "0" if kind == 4 else F.index_text((item,)).rstrip(","))
+        axis += 1
+    if shape is not None:
+        starts += ["0"] * (len(shape) - axis)
+        window += list(shape[axis:])
+    return starts, window, ", ".join(rest) + ("," if len(rest) == 1 else "")
 
 
 def _check_complete():

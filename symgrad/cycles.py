@@ -22,9 +22,9 @@ from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
 from symgrad.nodes import CONST, LEAF, constant
 from codegen import cycle_scan  # a module import: importing codegen may be what imports symgrad
-from symgrad.replaying import (BACKWARD, FILL, FRUITLESS, GRAD, SLOT, WRITE, WRITTEN, Number, Replayer, _gradient_state,
-                               _shares, worth_replaying)
-from symgrad.tracing import is_float_scalar
+from symgrad.replaying import (BACKWARD, FILL, FIXED, FLOAT, FRUITLESS, GRAD, SLOT, START, WRITE, WRITTEN, Number, Replayer,
+                               _gradient_state, _shares, worth_replaying)
+from symgrad.tracing import is_float_scalar, moving_starts
 from symgrad.tensor import Tensor
 
 MAX_ENTRIES = 20_000  # a longer cycle is not traced (its recording would cost more than it saves)
@@ -130,6 +130,9 @@ class Cycle:
         if None in refs or node.kind is None:
             self.broken = True
             return
+        moving = op.starts is not None and moving_starts(node)
+        if moving:  # a batch sliced at a moving offset is the same trace
+            attrs = moving[0]
         self._entry((op, attrs, _grad_state.enabled, refs, _type_of(node)), node, 1)  # (a kind would hold the floats)
 
     def written(self, tensor, source, old, node) -> None:
@@ -165,16 +168,19 @@ class Plan:
     """How a replayed backward runs the program the usual path compiled for this trace: where
     each input comes from, which writes its outputs fill, whose ``.grad`` takes the rest."""
 
-    __slots__ = ("program", "inputs", "floats", "baked", "pending", "owners", "owned", "accumulate", "aliases",
-                 "generation", "declined", "fruitless", "pause")
+    __slots__ = ("program", "inputs", "numbers", "baked", "baked_starts", "pending", "owners", "owned", "accumulate",
+                 "aliases", "generation", "declined", "fruitless", "pause")
 
-    def __init__(self, program, inputs, floats, baked, pending, owners, owned, accumulate, aliases):
-        """``floats``: the program's last inputs, Python floats, each a Number's index (or None and
-        the array of a constant no op of the trace takes); ``baked``: the values of the trace's
-        Numbers when the program has them baked in instead (a replayed cycle must use the same);
-        ``aliases``: (slot, owner) pairs whose operand was that owner's ``.grad`` (the program
-        reads one input for both: ``w.grad`` in ``w -= lr * w.grad`` without ``zero_``)."""
-        self.program, self.inputs, self.floats, self.baked, self.pending = program, inputs, floats, baked, pending
+    def __init__(self, program, inputs, numbers, baked, baked_starts, pending, owners, owned, accumulate, aliases):
+        """``numbers``: the program's last inputs, Python floats and indexings' starts, each (FLOAT, a
+        Number's index, None), (START, the indexing's position, which of its starts) or (FIXED, the
+        array of a constant no op of the trace takes, None); ``baked``: the values of the trace's
+        Numbers when the program has them baked in instead (a replayed cycle must use the same),
+        ``baked_starts`` likewise the starts of each indexing by position; ``aliases``: (slot, owner)
+        pairs whose operand was that owner's ``.grad`` (the program reads one input for both:
+        ``w.grad`` in ``w -= lr * w.grad`` without ``zero_``)."""
+        self.program, self.inputs, self.numbers, self.pending = program, inputs, numbers, pending
+        self.baked, self.baked_starts = baked, baked_starts
         self.owners, self.owned, self.accumulate, self.aliases = owners, owned, accumulate, aliases
         self.generation = programs.cache.cleared  # a cleared cache forgets this program too
         self.declined = False  # replaying this trace costs more than recording it (symgrad.replaying)
@@ -193,18 +199,26 @@ class Plan:
 def plan_of(cycle, root, ran, before):
     """The Plan of a recorded cycle whose backward ``ran`` (engine.backward's description),
     or None when its program reads something the trace does not name."""
-    program, input_nodes, float_nodes, pending_nodes, owners, owned = ran
+    program, input_nodes, float_nodes, start_nodes, pending_nodes, owners, owned = ran
     numbers = [cycle.numbers.get(id(node)) for node in float_nodes]  # None: a constant of an op's own
-    if program.__class__ is engine.FloatsBound:  # a structure seen with other floats: they are inputs
-        floats = tuple([(None, fixed) if number is None else (number.index, None)
-                        for number, fixed in zip(numbers, program.values)])
-        program, baked = program.compiled, None
-    else:  # the floats are baked in: a replayed cycle must use the same (the others may change)
-        floats, baked = (), [None] * len(cycle.floats)
+    indexings = [cycle.position(node) for node in start_nodes]
+    if None in indexings:
+        return None
+    if program.__class__ is engine.NumbersBound:  # a structure seen with other numbers: they are inputs
+        taken = [(FIXED, fixed, None) if number is None else (FLOAT, number.index, None)
+                 for number, fixed in zip(numbers, program.values)]
+        for position, node in zip(indexings, start_nodes):
+            taken += [(START, position, j) for j in range(len(moving_starts(node)[1]))]
+        if len(taken) != len(program.values):
+            return None
+        numbers, program, baked, baked_starts = tuple(taken), program.compiled, None, {}
+    else:  # baked in: a replayed cycle must use the same (the others may change)
+        baked = [None] * len(cycle.floats)
         for number, node in zip(numbers, float_nodes):
             if number is not None:
                 baked[number.index] = node.attrs[0]
-        baked = tuple(baked)
+        numbers, baked = (), tuple(baked)
+        baked_starts = {position: moving_starts(node)[1] for position, node in zip(indexings, start_nodes)}
     tensor_index = {}
     for j, tensor in enumerate(cycle.tensors):
         tensor_index.setdefault(id(tensor()), j)
@@ -235,7 +249,7 @@ def plan_of(cycle, root, ran, before):
     accumulate = tuple([before.get(("state", j)) for j in owner_slots])
     if 3 in accumulate or cycle.position(root) is None:
         return None
-    return Plan(program, tuple(inputs), floats, baked, tuple(pending), tuple(owner_slots),
+    return Plan(program, tuple(inputs), numbers, baked, baked_starts, tuple(pending), tuple(owner_slots),
                 tuple([(n.shape, n.dtype, kinds.array(n.shape, n.dtype, False)) for n in owned]), accumulate,
                 tuple(aliases))
 

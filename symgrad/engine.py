@@ -32,7 +32,7 @@ from codegen import deferred, nan_literals, speed, stable
 from symgrad import donation, hooks, replay
 from symgrad.nodes import CONST, is_zero_fill, leaf, owners_of, program_ran
 from symgrad.storage import keeps_tensors
-from symgrad.tracing import BackwardPlan, Trace, Walk, forward_program, gradient_path, is_float_scalar
+from symgrad.tracing import BackwardPlan, Trace, Walk, forward_program, gradient_path, is_float_scalar, moving_starts
 
 FREED_MESSAGE = ("Trying to backward through the graph a second time (or directly access saved tensors "
                  "after they have already been freed). Saved intermediate values of the graph are freed when "
@@ -43,9 +43,9 @@ FREED_MESSAGE = ("Trying to backward through the graph a second time (or directl
 anomaly_mode = [False, True]  # detect_anomaly (symgrad.autograd.anomaly): on, and checking for NaN
 
 
-class FloatsBound:
-    """A program that takes a structure's Python floats as inputs, bound to one set of values (a
-    replayed loop passes its own: symgrad.cycles)."""
+class NumbersBound:
+    """A program that takes a structure's Python floats and indexings' starts as inputs, bound to one
+    set of values (a replayed loop passes its own floats: symgrad.cycles)."""
 
     def __init__(self, compiled, values):
         program = compiled.program
@@ -64,40 +64,48 @@ class FloatsBound:
         return self.compiled.run_donating(positions, [*inputs, *self.values])
 
 
-_float_values: dict = {}  # structure with its floats erased -> the sets of values seen
+_number_values: dict = {}  # structure with its numbers erased -> the sets of values seen
 
 
 def _compiled(key, walk: Walk, build):
     """The compiled program for ``key``.
 
-    Python floats are baked into programs (their values are in the key).  When the same
-    structure comes back with other values (a learning-rate schedule), it gets one program
-    taking those floats as inputs, bound to each new set of values without compiling again.
+    Python floats and the starts of indexings are baked into programs (their values are in the
+    key).  When the same structure comes back with other values (a learning-rate schedule, a batch
+    sliced at a moving offset), it gets one program taking them as inputs, bound to each new set
+    of values without compiling again.
     """
     compiled = programs.cache.find(key)
     if compiled is not None:
         return compiled
-    positions = [i for i, node in enumerate(walk.order) if is_float_scalar(node)]
-    if not positions:
+    entries, floats, starts = list(walk.entries), [], []
+    for i, node in enumerate(walk.order):
+        if is_float_scalar(node):
+            entries[i] = (CONST, None)
+            floats.append(node.attrs[0])
+        elif node.op.starts is not None and entries[i][0] is not None:
+            moving = moving_starts(node)
+            if moving:
+                entries[i] = (node.op, moving[0], *entries[i][2:])
+                starts += moving[1]
+    if not floats and not starts:
         return programs.cache.get(key, build)
-    floats = set(positions)
-    erased = ("floats as inputs", key[0],
-              tuple(e if i not in floats else (CONST, None) for i, e in enumerate(walk.entries)), key[2:])
-    values = tuple(walk.order[i].attrs[0] for i in positions)
+    erased = ("numbers as inputs", key[0], tuple(entries), key[2:])
+    values = (*floats, *starts)
     generic = programs.cache.find(erased)
     if generic is None:
-        if len(_float_values) > programs.cache.capacity:
-            _float_values.clear()
-        seen = _float_values.setdefault(erased, set())
+        if len(_number_values) > programs.cache.capacity:
+            _number_values.clear()
+        seen = _number_values.setdefault(erased, set())
         seen.add(values)
         if len(seen) < 2:
             return programs.cache.get(key, build)
-        walk.floats_as_inputs = True
+        walk.numbers_as_inputs = True
         try:
             generic = programs.cache.get(erased, build)
         finally:
-            walk.floats_as_inputs = False
-    return programs.cache.put(key, FloatsBound(generic, values))
+            walk.numbers_as_inputs = False
+    return programs.cache.put(key, NumbersBound(generic, values))
 
 
 def _without_collection(fn, *args):
@@ -236,8 +244,9 @@ def backward(root, seed=None, retain_graph: bool = False, inputs=None, describe:
     tensors that own its leaves, or of the tensors ``inputs`` (which may be non-leaf).
 
     With ``describe``, returns what ran, for symgrad.cycles to replay: (program, its input nodes, the
-    constants of the Python floats in it (its last inputs if it takes them), the pending leaves its
-    outputs fill, the owners whose ``.grad`` it fills, a target node of each);
+    constants of the Python floats in it and its indexings with starts it may take (its last inputs if
+    it takes them), the pending leaves its outputs fill, the owners whose ``.grad`` it fills, a target
+    node of each);
     None for a backward that is not one program on the root's own gradient."""
     if inputs is None:
         return _backward(root, seed, retain_graph, None, describe)
@@ -265,11 +274,13 @@ def _backward(root, seed, retain_graph, inputs, describe):
             return _staged(root, seed, retain_graph, path, targets, cuts)
     request = replay.request(root, targets) if seed is None and speed.fast else None
     found = programs.cache.find(request.key) if request is not None else None
+    if found is not None and describe and found.moving:
+        found = None  # symgrad.cycles maps the indexings whose starts are inputs by their nodes: a walk has them
     if found is not None:  # a structure seen before: no walk
         outputs = _replayed(found, root, request, path, targets)
         pending = [request.pending[i] for i in found.pending]
         owners, owned = request.owners, request.owned
-        ran = (found.compiled, [request.sources[i] for i in found.inputs], found.floats) if describe else None
+        ran = (found.compiled, [request.sources[i] for i in found.inputs], found.floats, ()) if describe else None
     else:
         plan, compiled = _without_collection(_planned, root, seed, inputs, (path, targets))
         if request is not None:
@@ -281,7 +292,9 @@ def _backward(root, seed, retain_graph, inputs, describe):
         owners, owned = plan.owners, plan.owned
         walk = plan.walk
         ran = (compiled, [node for p, node in enumerate(walk.order) if walk.is_input(p)],
-               [node for node in walk.order if is_float_scalar(node)]) if describe else None
+               [node for node in walk.order if is_float_scalar(node)],
+               [node for p, node in enumerate(walk.order) if not walk.is_input(p) and moving_starts(node)]
+               ) if describe else None
     if anomaly_mode[0] and anomaly_mode[1]:
         _check_nan(owned, outputs[1 + len(pending):])
     root.computed(outputs[0])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from codegen import deferred, donated
 from symgrad.nodes import LEAF, as_input, is_zero_fill, owners_of
-from symgrad.tracing import is_float_scalar
+from symgrad.tracing import is_float_scalar, moving_starts
 
 
 class Request:
@@ -78,10 +78,11 @@ class Replay:
     """A compiled backward program with the sources of its inputs, the leaves its outputs fill and
     the constants of the Python floats in it (for symgrad.cycles)."""
 
-    __slots__ = ("compiled", "inputs", "pending", "floats", "aliasable")
+    __slots__ = ("compiled", "inputs", "pending", "floats", "moving", "aliasable")
 
-    def __init__(self, compiled, inputs, pending, floats):
-        self.compiled, self.inputs, self.pending, self.floats = compiled, inputs, pending, floats
+    def __init__(self, compiled, inputs, pending, floats, moving):
+        """``moving``: whether it has indexings whose starts a program may take as inputs."""
+        self.compiled, self.inputs, self.pending, self.floats, self.moving = compiled, inputs, pending, floats, moving
         # sources a result could be written into (symgrad.donation), for a program that is not small
         self.aliasable = () if compiled.small else tuple(sorted(inputs[p] for p in donated.aliasable(compiled.program)))
 
@@ -117,4 +118,5 @@ def replay_of(request, plan, compiled):
     pending = tuple(where.get(walk.order[position]) for position in plan.pending)
     if None in pending or len(set(pending)) != len(request.pending):
         return None
-    return Replay(compiled, tuple(inputs), pending, tuple([node for node in walk.order if is_float_scalar(node)]))
+    return Replay(compiled, tuple(inputs), pending, tuple([node for node in walk.order if is_float_scalar(node)]),
+                  any(moving_starts(node) for p, node in enumerate(walk.order) if not walk.is_input(p)))

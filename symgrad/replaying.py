@@ -57,6 +57,7 @@ SHORT_TRACE = 8  # a step this short, read after every backward, costs more repl
 FRUITLESS = 3  # replays of a trace in a row that fall back before their first backward: the thread rests
 WRITE, FILL, BACKWARD = "write", "fill", "backward"
 SLOT, WRITTEN, GRAD = 0, 1, 2  # where a program input comes from: an outside operand, a write, a .grad
+FLOAT, START, FIXED = 0, 1, 2  # where a program's number input comes from: a float, an indexing's start, a constant
 _NUMBERS = frozenset((int, float, bool))
 _node_slot = Tensor.__dict__["_node"]
 _raw = _node_slot.__get__  # a tensor's node slot as it is: a Node, or the Carry of a carried tensor
@@ -85,21 +86,29 @@ def _same_float(a, b) -> bool:
     return a is b or a == b and (a != 0 or math.copysign(1.0, a) == math.copysign(1.0, b))
 
 
-_FLOAT_ARRAYS: dict = {}
+_NUMBER_ARRAYS: dict = {}
 
 
 def _float_array(value):
     """A cycle's float as the program's float64 input: one array per value, so an unchanged
     learning rate is passed once to a scan (loop-invariant), not stacked."""
-    key = (value, math.copysign(1.0, value))
-    array = _FLOAT_ARRAYS.get(key)
+    return _number_array((value, math.copysign(1.0, value)), value, np.float64)
+
+
+def _start_array(value):
+    """An indexing's start as the program's int64 input, one array per value likewise."""
+    return _number_array(value, value, np.int64)
+
+
+def _number_array(key, value, dtype):
+    array = _NUMBER_ARRAYS.get(key)
     if array is None:
-        if len(_FLOAT_ARRAYS) >= 256:
-            _FLOAT_ARRAYS.clear()
-        array = np.asarray(value, np.float64)
+        if len(_NUMBER_ARRAYS) >= 1024:
+            _NUMBER_ARRAYS.clear()
+        array = np.asarray(value, dtype)
         array.flags.writeable = False
         if value == value:
-            _FLOAT_ARRAYS[key] = array
+            _NUMBER_ARRAYS[key] = array
     return array
 
 
@@ -229,12 +238,13 @@ class Record:
     (``operands``), the chain's state when the cycle began (``start``, kept when the chain runs while
     they live), and the cycle's nodes once made (``real``)."""
 
-    __slots__ = ("replayer", "done", "value", "index", "held", "operands", "start", "real", "floats")
+    __slots__ = ("replayer", "done", "value", "index", "held", "operands", "start", "real", "floats", "moved")
 
     def __init__(self, replayer):
         self.replayer, self.done, self.value, self.index = replayer, False, None, None
         self.held = self.operands = self.start = self.real = None
         self.floats = []  # the values of the trace's Numbers in this cycle
+        self.moved = {}  # position of an indexing whose starts the trace leaves out -> (its attributes, starts)
 
     def holds(self) -> bool:
         """Whether a result held after the backward is still alive (it may yet be read)."""
@@ -450,7 +460,8 @@ class Replayer:
         every op of every replayed step)."""
         i = self.cursor
         entry = self.entries[i]
-        if entry[0] is op and entry[2] is _grad_state.enabled and entry[1] == attrs and len(args) == len(entry[3]):
+        if (entry[0] is op and entry[2] is _grad_state.enabled and (entry[1] == attrs or self._moved(i, op, attrs, args))
+                and len(args) == len(entry[3])):
             record, captured, refs = self.record, self.captured, entry[3]
             for a, ref in zip(args, refs):
                 cls = a.__class__
@@ -499,11 +510,26 @@ class Replayer:
         floats.append(value)
         return True
 
-    def _float_inputs(self) -> list:
-        """The arrays of the program's float inputs, in order: this cycle's floats, or constants
-        (a float of the program no op of the trace takes)."""
-        floats = self.record.floats
-        return [_float_array(floats[k]) if k is not None else fixed for k, fixed in self.plan.floats]
+    def _moved(self, position, op, attrs, args) -> bool:
+        """Whether ``attrs`` are the entry's with other starts (a batch at a moving offset; those the
+        program bakes in, if it does); then they are this cycle's."""
+        if op.starts is None or not args or not isinstance(args[0], Tensor):
+            return False
+        moving = op.starts.erase(attrs, args[0].shape)
+        if moving is None or moving[0] != self.entries[position][1]:
+            return False
+        baked = self.plan.baked_starts.get(position)
+        if baked is not None and baked != moving[1]:
+            return False
+        self.record.moved[position] = (attrs, moving[1])
+        return True
+
+    def _number_inputs(self) -> list:
+        """The arrays of the program's number inputs, in order: this cycle's floats and starts, or
+        constants (a float of the program no op of the trace takes)."""
+        record = self.record
+        return [_float_array(record.floats[a]) if tag == FLOAT else _start_array(record.moved[a][1][b]) if tag == START
+                else a for tag, a, b in self.plan.numbers]
 
     def _names(self, tensor, ref) -> bool:
         """Whether ``ref`` names ``tensor``: the slot it fills (or fills now), the write it last took
@@ -718,7 +744,7 @@ class Replayer:
                     plain.append(i)
                 else:
                     again = False  # a .grad not carried: wired once
-        for array in self._float_inputs() if plan.floats else ():  # the program's last inputs
+        for array in self._number_inputs() if plan.numbers else ():  # the program's last inputs
             sources.append(-1 - len(outside))
             outside.append(array)
         written = []  # (slot, where its value after the step comes from)
@@ -783,7 +809,7 @@ class Replayer:
             elif _raw(grad, Tensor) is not carry:
                 return None
         plain = [_raw(captured[i], Tensor) for i in plain]
-        return signature, tuple(plain + self._float_inputs() if self.plan.floats else plain)
+        return signature, tuple(plain + self._number_inputs() if self.plan.numbers else plain)
 
     def _rewired(self, wired, owners):
         """The last cycle's wiring, used again: the ``.grad`` slots take the backward's outputs."""
@@ -997,7 +1023,8 @@ class Replayer:
         with ``rebind``, written into their tensors for real.  With ``placeholders`` (a cycle done,
         whose operands have moved on), slots are leaves without values: the graph only answers what
         its nodes are."""
-        entries, floats = self.entries, (record or self.record).floats
+        record = record or self.record
+        entries, floats, moved = self.entries, record.floats, record.moved
         upto = len(entries) - 1 if upto is None else upto
         slots, real = {} if slots is None else slots, []
 
@@ -1040,7 +1067,8 @@ class Replayer:
                     real.append(lazy_leaf(entry[3], requires_grad=operand(entry[1]).requires_grad))
             elif entry[0] is not BACKWARD:
                 _grad_state.enabled = entry[2]
-                real.append(record_op(entry[0], tuple([operand(r) for r in entry[3]]), entry[1]))
+                attrs = moved[k][0] if k in moved else entry[1]
+                real.append(record_op(entry[0], tuple([operand(r) for r in entry[3]]), attrs))
         return real, slots
 
     # ----------------------------------------------------------------------- falling back
@@ -1097,6 +1125,25 @@ def worth_replaying(plan, entries) -> bool:
     dispatch-bound no more, and the usual path gives its old state up to XLA (symgrad.donation)."""
     kinds_carried = [kind for _, _, kind in plan.owned] + [entry[4] for entry in entries if entry[0] is WRITE]
     return all(math.prod(kind.shape) < donation.MIN_ELEMENTS for kind in kinds_carried)
+
+
+def selected_from(traced):
+    """The node of the outside tensor whose elements a result of the cycle going on are, through
+    views and indexing (a batch of the dataset's labels), or None; the cycle does not fall back."""
+    replayer = traced._record.replayer
+    if replayer is None or traced._record is not replayer.record:
+        return None
+    position = traced._position
+    while True:
+        op = replayer.entries[position][0]
+        if op.__class__ is str or not (op.view or op.selects):
+            return None
+        ref = replayer.entries[position][3][0]
+        if ref.__class__ is not int:
+            break
+        position = ref
+    node = _raw(replayer.captured[ref[0]], Tensor) if ref.__class__ is tuple else None
+    return node if node.__class__ is Node else None
 
 
 def has_node(tensor) -> bool:

@@ -20,11 +20,11 @@ from symgrad.nodes import CONST, LEAF, is_zero_fill, owners_of, priority
 class Walk:
     """The nodes a request needs, in topological order, with one key entry per node."""
 
-    __slots__ = ("order", "index", "entries", "inputs", "floats_as_inputs")
+    __slots__ = ("order", "index", "entries", "inputs", "numbers_as_inputs")
 
     def __init__(self):
         self.order, self.index, self.entries, self.inputs = [], {}, [], []
-        self.floats_as_inputs = False  # lower Python floats as trailing inputs instead of numbers
+        self.numbers_as_inputs = False  # lower Python floats, then indexings' starts, as trailing inputs
 
     @classmethod
     def declaring(cls, nodes, values=None) -> tuple["Walk", list]:
@@ -93,10 +93,10 @@ class Walk:
         expressions the inputs stand for instead, in order (a graph lowered again inside a
         program that already has them: symgrad.higher_order).
         """
-        exprs, floats, given = [], [], iter(given) if given is not None else None
+        exprs, floats, starts, given = [], [], [], iter(given) if given is not None else None
         for position, node in enumerate(self.order):
             entry = self.entries[position]
-            if self.floats_as_inputs and is_float_scalar(node):
+            if self.numbers_as_inputs and is_float_scalar(node):
                 floats.append(program.input((), "float64", "c"))  # a Python float is a double
                 exprs.append(floats[-1])
             elif entry[0] is None and given is not None:
@@ -111,13 +111,19 @@ class Walk:
                 if not node.op.elementwise:  # a number or a scalar standing for an array becomes one,
                     # typed (a bare 0.0 is a float64 to JAX: max() of a zeroed float32 0-d tensor was one)
                     args = [program.materialize(a, i.shape, _typed(i, node)) for a, i in zip(args, node.inputs)]
-                expr = node.op.build(program, node, *args)
+                moving = self.numbers_as_inputs and moving_starts(node)
+                if moving:
+                    starts += [program.input((), "int64", "i") for _ in moving[1]]
+                    expr = node.op.starts.build(program, node, *args, starts[-len(moving[1]):])
+                else:
+                    expr = node.op.build(program, node, *args)
                 if (node.op is LEAF or not node.requires_grad) and any(i.requires_grad for i in node.inputs) \
                         and not expr.is_Number:
                     expr = program.stop_gradient(expr)  # computed under no_grad, or detached
                 exprs.append(expr)
-        if floats:
-            program.inputs = [s for s in program.inputs if s not in floats] + floats
+        if floats or starts:
+            trailing = set(floats + starts)
+            program.inputs = [s for s in program.inputs if s not in trailing] + floats + starts
         return exprs
 
 
@@ -142,6 +148,13 @@ def _typed(input_node, consumer) -> str:
         if dtype.is_floating_point:
             return dtype.name
     return input_node.dtype.name
+
+
+def moving_starts(node):
+    """(the op's attributes with the starts a program may take as inputs erased, their values), or
+    None: an indexing's (ops.shape.MovingStarts)."""
+    starts = node.op.starts
+    return None if starts is None else starts.erase(node.attrs, node.inputs[0].shape)
 
 
 def is_float_scalar(node) -> bool:

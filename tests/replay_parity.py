@@ -21,7 +21,7 @@ RTOL, ATOL = 2e-5, 1e-5
 @pytest.fixture(autouse=True)
 def fresh_cache():
     programs.cache.clear()
-    getattr(engine, "_float_values", {}).clear()
+    getattr(engine, "_number_values", {}).clear()
     yield
 
 

@@ -757,19 +757,22 @@ _RNG = np.random.default_rng(5)
 FEATURES, CLASSES = _RNG.standard_normal((16, 4)).astype(np.float32), _RNG.integers(0, 3, 16)
 
 
-def _training(T, steps, model, optimizer, criterion=None, data=(FEATURES, CLASSES)):
+def _training(T, steps, model, optimizer, criterion=None, data=(FEATURES, CLASSES), batch=None):
     """The tutorials' loop (``zero_grad``, forward, ``backward``, ``step``) for ``steps`` steps, on the
     model ``model(T)`` made after seeding, with ``optimizer(T, parameters)`` and the loss module
     ``criterion(T)`` (cross entropy if None): every loss (kept as a tensor, read at the end) and the
-    parameters and buffers at the end."""
+    parameters and buffers at the end.  With ``batch``, each step takes the next ``batch`` rows as
+    the nn tutorial does (``x[i:i + batch]``, the last batch of an epoch shorter)."""
     T.manual_seed(0)
     network = model(T)
     step = optimizer(T, network.parameters())
     loss_of = criterion(T) if criterion else T.nn.functional.cross_entropy
     x, y, kept = T.tensor(data[0]), T.tensor(data[1]), []
-    for _ in range(steps):
+    starts = range(0, len(data[0]), batch or len(data[0]))
+    for k in range(steps):
+        i = starts[k % len(starts)]
         step.zero_grad()
-        loss = loss_of(network(x), y)
+        loss = loss_of(network(x[i:i + batch] if batch else x), y[i:i + batch] if batch else y)
         loss.backward()
         step.step()
         kept.append(loss)
@@ -843,3 +846,50 @@ def test_dropout_and_batch_norm_in_the_model(torch, layer):
                                     optimizer=lambda T, p: T.optim.SGD(p, lr=0.1, momentum=0.9))
     if speed.fast:
         assert replayed >= 70, replayed
+
+
+BATCHED = _RNG.standard_normal((330, 4)).astype(np.float32), _RNG.integers(0, 3, 330)
+
+
+@pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
+def test_batches_sliced_at_a_moving_offset(torch, optimizer):
+    """The nn tutorial's loop: each step the next 16 rows (``x[i:i + 16]``), the last batch of an
+    epoch 10 rows.  A slice's start is an input of the program (one program for every offset, not one
+    compiled per offset) and of the trace (the steps replay); the labels' range is checked once, on
+    the array they are sliced from."""
+    compiles = codegen.stats.compiles
+    replayed, fell_back = _compare_training(torch, 84, model=_tanh_network, data=BATCHED, batch=16,
+                                            optimizer=lambda T, p: getattr(T.optim, optimizer)(p, lr=0.05))
+    if speed.fast:  # 4 epochs of 21 batches: off the trace at each short batch
+        assert replayed >= 55 and fell_back <= 8, (replayed, fell_back)
+    assert codegen.stats.compiles - compiles <= 10, codegen.stats.compiles - compiles  # 2 per program, not 21
+
+
+def test_a_batch_of_labels_out_of_range(torch):
+    """A label out of range raises PyTorch's IndexError at the loss of the batch that has it, not
+    before (the labels sliced from are then checked batch by batch), in a loop that replays."""
+    labels = BATCHED[1].copy()
+    labels[70] = 3
+
+    def losses(T):
+        x, y = T.tensor(BATCHED[0]), T.tensor(labels)
+        s = {"w": T.tensor(np.full((4, 3), 0.1, np.float32), requires_grad=True),
+             "b": T.tensor(np.zeros(3, np.float32), requires_grad=True)}
+        kept = []
+        for step in range(12):
+            i = (step * 10) % 100
+            try:
+                loss = T.nn.functional.cross_entropy(x[i:i + 10] @ s["w"] + s["b"], y[i:i + 10])
+            except IndexError as error:
+                kept.append(str(error))
+                continue
+            loss.backward()
+            update(T, s)
+            zero(s)
+            kept.append(float(loss))
+        return kept
+
+    ours, theirs = losses(symgrad), losses(torch)
+    assert ours[7] == theirs[7] == "Target 3 is out of bounds."
+    np.testing.assert_allclose([v for k, v in enumerate(ours) if k != 7], [v for k, v in enumerate(theirs) if k != 7],
+                               **STEP_TOL)

@@ -374,6 +374,39 @@ def test_gather_scatter_errors_are_pytorchs(torch, call):
 # ------------------------------------------------------------------------ in a loop
 
 
+MOVING = {
+    "rows": lambda T, x, i: (x[i:i + 3] ** 2).sum(),
+    "a row, twice": lambda T, x, i: (T.sin(x[i]) * x[i + 1]).sum(),
+    "a row's columns, and a column": lambda T, x, i: (x[i, 1:3] * 3).sum() + x[2:4, i % 4].sum(),
+    "a window": lambda T, x, i: x[i:i + 2, i % 3:i % 3 + 2].exp().sum(),
+    "a step of 2, a new axis": lambda T, x, i: x[i:i + 4:2].sum() + x[:, None, i % 4].sum(),
+    "a value read": lambda T, x, i: x[i:i + 2].detach().sum() * x[i + 2].sum(),
+}
+
+
+@pytest.mark.parametrize("name", MOVING)
+def test_slices_and_integers_at_moving_offsets_compile_once(torch, name):
+    """``x[i:i + 3]``, ``x[i]`` with a new ``i`` each step: values and gradients PyTorch's at every
+    step, and one program taking the starts as inputs once a second offset came (not one compiled
+    per offset; a slice of step 2 keeps its start in the program)."""
+    fn = MOVING[name]
+    data = np.random.default_rng(5).standard_normal((9, 4)).astype(np.float32)
+    steps, compiles = {}, []
+    for T in (symgrad, torch):
+        x, steps[T] = T.tensor(data, requires_grad=True), []
+        for i in range(6):
+            loss = fn(T, x, i)
+            loss.backward()
+            steps[T].append((loss.item(), x.grad.numpy().copy()))
+            x.grad = None
+            compiles.append(codegen.stats.compiles)
+    for (value, grad), (t_value, t_grad) in zip(steps[symgrad], steps[torch]):
+        np.testing.assert_allclose(value, t_value, rtol=1e-5)
+        np.testing.assert_allclose(grad, t_grad, rtol=1e-5, atol=1e-6)
+    if "step of 2" not in name:
+        assert compiles[5] == compiles[1], compiles[:6]
+
+
 def test_indexing_in_a_loop_records_one_node_per_call_and_compiles_once():
     rng = np.random.default_rng(0)
     w = symgrad.tensor(rng.standard_normal((10, 3)), requires_grad=True)

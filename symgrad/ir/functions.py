@@ -865,15 +865,19 @@ class OneHot(Structural):
 
 
 def python_index(spec) -> tuple:
-    """An index spec — items (0, i) integer, (1, start, stop, step) slice, (2,) new axis — as a
-    Python index for NumPy, JAX or PyTorch."""
+    """An index spec as a Python index for NumPy, JAX or PyTorch.  Items: (0, i) an integer,
+    (1, start, stop, step) a slice, (2,) a new axis; in a program taking its starts as inputs
+    (symgrad.engine), (3, start, length) a slice of step 1 and (4, i) an integer whose start is an
+    int input (numbers here once given)."""
     items = []
     for item in spec:
         kind = int(item[0])
-        if kind == 0:
+        if kind in (0, 4):
             items.append(int(item[1]))
         elif kind == 1:
             items.append(slice(*(int(v) for v in item[1:])))
+        elif kind == 3:
+            items.append(slice(int(item[1]), int(item[1]) + int(item[2])))
         else:
             items.append(None)
     return tuple(items)
@@ -889,6 +893,10 @@ def index_text(spec) -> str:
         elif kind == 1:
             start, stop, step = _ints(item[1:])  # a slice to a symbolic size prints as 0:n
             items.append(f"{start}:{stop}" + (f":{step}" if step != 1 else ""))
+        elif kind == 3:
+            items.append(f"{item[1]}:{item[1]} + {int(item[2])}")
+        elif kind == 4:
+            items.append(str(item[1]))
         else:
             items.append("None")
     if not items:  # x[...] of a 0-d tensor: Python has no empty brackets
@@ -896,15 +904,23 @@ def index_text(spec) -> str:
     return ", ".join(items) + ("," if len(items) == 1 else "")
 
 
+def is_dynamic(spec) -> bool:
+    """Whether ``spec`` has a start a program takes as an input (items 3 and 4)."""
+    return any(int(item[0]) > 2 for item in spec)
+
+
 def index_shape(shape, spec) -> tuple:
     out, d = [], 0
     for item in spec:
         kind = int(item[0])
-        if kind == 0:
+        if kind in (0, 4):
             d += 1
         elif kind == 1:
             start, stop, step = _ints(item[1:])
             out.append(len(range(start, stop, step)) if isinstance(stop, int) else stop - start)  # step 1
+            d += 1
+        elif kind == 3:
+            out.append(int(item[2]))
             d += 1
         else:
             out.append(1)

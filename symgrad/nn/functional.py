@@ -558,21 +558,45 @@ def _known_values(tensor):
 
 def _check_labels(target, classes, ignore_index):
     """Out-of-range labels raise here, as PyTorch's IndexError; labels that are the result of an op
-    are computed for it (a compiled program has no way to raise), except inside a JAX trace.
-    The array checked last is not checked again (a training loop's labels: one copy to the host
-    per step saved)."""
-    values = engine.concrete_array(target._node)
-    if values is None or _checked_last[0] == (id(values), classes, ignore_index) and _checked_last[1]() is values:
+    are computed for it (a compiled program has no way to raise), except inside a JAX trace.  Labels
+    selected from an array with values (a batch of the dataset's labels) are in range when all of
+    that array's are: then nothing is computed (and a replayed step goes on)."""
+    source = _labels_drawn_from(target)
+    if source is not None and _in_range(engine.known_array(source), classes, ignore_index, raising=False):
         return
+    values = engine.concrete_array(target._node)
+    if values is not None:
+        _in_range(values, classes, ignore_index, raising=True)
+
+
+def _labels_drawn_from(target):
+    """The node with values whose elements the labels are (through views and indexing), or None."""
+    node = replaying.selected_from(target) if target.__class__ is replaying.Traced else target._node
+    while node is not None and node.value is None and (node.op.view or node.op.selects):
+        node = node.inputs[0]
+    return node if node is not None and node.value is not None else None
+
+
+def _in_range(values, classes, ignore_index, raising: bool) -> bool:
+    """Whether every label is a class or ``ignore_index`` (else PyTorch's IndexError, ``raising``).
+    The array checked last is not checked again (a training loop's labels: one copy to the host per
+    step saved)."""
+    if values is None or isinstance(values, jax.core.Tracer):
+        return False
+    if _checked_last[0] == (id(values), classes, ignore_index) and _checked_last[1]() is values:
+        return True
     host = np.asarray(values)
     if host.size:
         bad = host[((host < 0) | (host >= classes)) & (host != ignore_index)]
         if bad.size:
-            raise IndexError(f"Target {int(bad[0])} is out of bounds.")
+            if raising:
+                raise IndexError(f"Target {int(bad[0])} is out of bounds.")
+            return False
     try:
         _checked_last[:] = [(id(values), classes, ignore_index), weakref.ref(values)]
     except TypeError:  # an array type without weak references: checked every time
         pass
+    return True
 
 
 _checked_last = [None, lambda: None]  # (id, classes, ignore_index) of the labels checked last, a weak reference

@@ -228,7 +228,7 @@ def _reference_take(x, *args):
     return view[_advanced_key(indices, axes)]
 
 
-TAKE = register(Op("take", "IndexBackward0", _infer_take, _build_take, saves=False,
+TAKE = register(Op("take", "IndexBackward0", _infer_take, _build_take, saves=False, selects=True,
                    reference=_reference_take, torch_fn=lambda t, x, *args: x[_torch_key(args[-2], args[:-2], args[-1])],
                    examples=(Example(((5, 5), (4,), (4,)), ((), (0, 1))),
                              Example(((2, 5, 5), (2, 3), (3,)), ((), (1, 2))),
@@ -419,6 +419,7 @@ def _build_gather(p, node, x, index):
 
 
 GATHER = register(Op("gather", "GatherBackward0", lambda nodes, axis: (nodes[1].shape, nodes[0].dtype), _build_gather,
+                    selects=True,
                      reference=lambda x, index, axis: jnp.take_along_axis(_cut(x, index.shape, axis), index, axis),
                      torch_fn=lambda t, x, index, axis: t.gather(x, axis, index),
                      examples=(Example(((3, 5), (2, 4)), (1,)), Example(((5, 3), (4, 3)), (0,)),
@@ -523,6 +524,7 @@ def _infer_index_select(nodes, axis):
 
 
 INDEX_SELECT = register(Op("index_select", "IndexSelectBackward0", _infer_index_select, _build_index_select,
+                          selects=True,
                            saves=False, reference=lambda x, index, axis: jnp.take(x, index, axis),
                            torch_fn=lambda t, x, index, axis: t.index_select(x, axis, index),
                            examples=(Example(((5, 3), (4,)), (0,)), Example(((2, 5), (7,)), (1,))),

@@ -22,7 +22,7 @@ An entry says everything about its op in one place:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,8 @@ class Op:
     domain: tuple = ()
     elementwise: bool = False  # its form takes numbers for arrays (constants fold); others need arrays
     view: bool = False  # its result shares its first input's storage (symgrad.storage), as PyTorch's views
+    selects: bool = False  # its result's elements are elements of its first input (as a view's are)
+    starts: Any = None  # its integer attributes a program may take as inputs (ops.shape.MovingStarts)
     public: list = field(default_factory=list)  # (function, Names) pairs
 
     def __repr__(self):
