@@ -757,12 +757,13 @@ _RNG = np.random.default_rng(5)
 FEATURES, CLASSES = _RNG.standard_normal((16, 4)).astype(np.float32), _RNG.integers(0, 3, 16)
 
 
-def _training(T, steps, model, optimizer, criterion=None, data=(FEATURES, CLASSES), batch=None):
+def _training(T, steps, model, optimizer, criterion=None, data=(FEATURES, CLASSES), batch=None, shuffle=False):
     """The tutorials' loop (``zero_grad``, forward, ``backward``, ``step``) for ``steps`` steps, on the
     model ``model(T)`` made after seeding, with ``optimizer(T, parameters)`` and the loss module
     ``criterion(T)`` (cross entropy if None): every loss (kept as a tensor, read at the end) and the
     parameters and buffers at the end.  With ``batch``, each step takes the next ``batch`` rows as
-    the nn tutorial does (``x[i:i + batch]``, the last batch of an epoch shorter)."""
+    the nn tutorial does (``x[i:i + batch]``, the last batch of an epoch shorter); with ``shuffle``,
+    the rows of a ``randperm`` drawn each epoch."""
     T.manual_seed(0)
     network = model(T)
     step = optimizer(T, network.parameters())
@@ -771,8 +772,12 @@ def _training(T, steps, model, optimizer, criterion=None, data=(FEATURES, CLASSE
     starts = range(0, len(data[0]), batch or len(data[0]))
     for k in range(steps):
         i = starts[k % len(starts)]
+        rows = slice(i, i + (batch or 0))
+        if shuffle:
+            order = T.randperm(len(data[0])) if i == 0 else order
+            rows = order[rows]
         step.zero_grad()
-        loss = loss_of(network(x[i:i + batch] if batch else x), y[i:i + batch] if batch else y)
+        loss = loss_of(network(x[rows]), y[rows]) if batch else loss_of(network(x), y)
         loss.backward()
         step.step()
         kept.append(loss)
@@ -863,6 +868,16 @@ def test_batches_sliced_at_a_moving_offset(torch, optimizer):
     if speed.fast:  # 4 epochs of 21 batches: off the trace at each short batch
         assert replayed >= 55 and fell_back <= 8, (replayed, fell_back)
     assert codegen.stats.compiles - compiles <= 10, codegen.stats.compiles - compiles  # 2 per program, not 21
+
+
+def test_batches_of_a_shuffled_epoch(torch):
+    """Each epoch's rows in the order of a ``randperm`` (``x[order[i:i + 16]]``): the indices are
+    checked in bounds on the permutation (once an epoch) and the labels on the labels, so nothing is
+    computed mid-step and the steps replay."""
+    replayed, fell_back = _compare_training(torch, 84, model=_tanh_network, data=BATCHED, batch=16, shuffle=True,
+                                            optimizer=lambda T, p: T.optim.SGD(p, lr=0.05, momentum=0.9))
+    if speed.fast:
+        assert replayed >= 55 and fell_back <= 8, (replayed, fell_back)
 
 
 def test_a_batch_of_labels_out_of_range(torch):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import warnings
-import weakref
 from functools import partial
 
 import jax
@@ -20,7 +19,7 @@ import numpy as np
 import sympy as sp
 from sympy.codegen.cfunctions import log1p
 
-from symgrad import dtypes, engine, ir, random, replaying
+from symgrad import dtypes, engine, ir, random, replaying, selection
 from symgrad.creation import draws_like, ones, ones_like, zeros, zeros_like
 from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad.ir import ieee
@@ -558,48 +557,16 @@ def _known_values(tensor):
 
 def _check_labels(target, classes, ignore_index):
     """Out-of-range labels raise here, as PyTorch's IndexError; labels that are the result of an op
-    are computed for it (a compiled program has no way to raise), except inside a JAX trace.  Labels
-    selected from an array with values (a batch of the dataset's labels) are in range when all of
-    that array's are: then nothing is computed (and a replayed step goes on)."""
-    source = _labels_drawn_from(target)
-    if source is not None and _in_range(engine.known_array(source), classes, ignore_index, raising=False):
+    are computed for it (a compiled program has no way to raise), except inside a JAX trace, unless
+    they are drawn from labels that are all in range (symgrad.selection)."""
+    if selection.all_within(target, 0, classes, ignore_index):
         return
     values = engine.concrete_array(target._node)
-    if values is not None:
-        _in_range(values, classes, ignore_index, raising=True)
-
-
-def _labels_drawn_from(target):
-    """The node with values whose elements the labels are (through views and indexing), or None."""
-    node = replaying.selected_from(target) if target.__class__ is replaying.Traced else target._node
-    while node is not None and node.value is None and (node.op.view or node.op.selects):
-        node = node.inputs[0]
-    return node if node is not None and node.value is not None else None
-
-
-def _in_range(values, classes, ignore_index, raising: bool) -> bool:
-    """Whether every label is a class or ``ignore_index`` (else PyTorch's IndexError, ``raising``).
-    The array checked last is not checked again (a training loop's labels: one copy to the host per
-    step saved)."""
-    if values is None or isinstance(values, jax.core.Tracer):
-        return False
-    if _checked_last[0] == (id(values), classes, ignore_index) and _checked_last[1]() is values:
-        return True
-    host = np.asarray(values)
-    if host.size:
+    host = None if values is None else np.asarray(values)
+    if host is not None and host.size:
         bad = host[((host < 0) | (host >= classes)) & (host != ignore_index)]
         if bad.size:
-            if raising:
-                raise IndexError(f"Target {int(bad[0])} is out of bounds.")
-            return False
-    try:
-        _checked_last[:] = [(id(values), classes, ignore_index), weakref.ref(values)]
-    except TypeError:  # an array type without weak references: checked every time
-        pass
-    return True
-
-
-_checked_last = [None, lambda: None]  # (id, classes, ignore_index) of the labels checked last, a weak reference
+            raise IndexError(f"Target {int(bad[0])} is out of bounds.")
 
 
 # ------------------------------------------------------------ margin losses PyTorch writes as kernels

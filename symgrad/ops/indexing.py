@@ -14,7 +14,7 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 
-from symgrad import dtypes, engine
+from symgrad import dtypes, engine, selection
 from symgrad.inplace import OVERLAP, apply_inplace
 from symgrad.storage import partly_shared
 from symgrad.grad_mode import is_grad_enabled
@@ -198,6 +198,8 @@ class Key:
 
     def check_values(self):
         for number, (index, size) in enumerate(zip(self.indices, self.sizes)):
+            if selection.all_within(index, -size, size):  # drawn from indices all in bounds (a shuffled batch)
+                continue
             values = _values(index)
             bad = None if values is None else values[(values < -size) | (values >= size)]
             if bad is not None and bad.size:
