@@ -407,6 +407,25 @@ def test_slices_and_integers_at_moving_offsets_compile_once(torch, name):
         assert compiles[5] == compiles[1], compiles[:6]
 
 
+def test_indices_drawn_from_an_array_with_one_out_of_bounds(torch):
+    """``x[order[i:i + 4]]`` with one bad index in ``order``: the batches without it index as usual
+    (the bounds are checked on ``order`` first, then on the batch), the one with it raises
+    PyTorch's IndexError."""
+    order = np.arange(12)
+    order[9] = 40
+    data = np.arange(36, dtype=np.float32).reshape(12, 3)
+    seen = {}
+    for T in (symgrad, torch):
+        x, o, seen[T] = T.tensor(data), T.tensor(order), []
+        for i in range(0, 12, 4):
+            try:
+                seen[T].append(x[o[i:i + 4]].sum().item())
+            except IndexError as error:
+                seen[T].append(str(error))
+    assert seen[symgrad] == seen[torch]
+    assert seen[torch][2] == "index 40 is out of bounds for dimension 0 with size 12"
+
+
 def test_indexing_in_a_loop_records_one_node_per_call_and_compiles_once():
     rng = np.random.default_rng(0)
     w = symgrad.tensor(rng.standard_normal((10, 3)), requires_grad=True)
