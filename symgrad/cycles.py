@@ -174,8 +174,8 @@ class Plan:
     def __init__(self, program, inputs, numbers, baked, baked_starts, pending, owners, owned, accumulate, aliases):
         """``numbers``: the program's last inputs, Python floats and indexings' starts, each (FLOAT, a
         Number's index, None), (START, the indexing's position, which of its starts) or (FIXED, the
-        array of a constant no op of the trace takes, None); ``baked``: the values of the trace's
-        Numbers when the program has them baked in instead (a replayed cycle must use the same),
+        array of a constant no op of the trace takes, None); ``baked``: by Number, the value of those
+        the program bakes in (None for the others: a replayed cycle must use the same),
         ``baked_starts`` likewise the starts of each indexing by position; ``aliases``: (slot, owner)
         pairs whose operand was that owner's ``.grad`` (the program reads one input for both:
         ``w.grad`` in ``w -= lr * w.grad`` without ``zero_``)."""
@@ -200,25 +200,25 @@ def plan_of(cycle, root, ran, before):
     """The Plan of a recorded cycle whose backward ``ran`` (engine.backward's description),
     or None when its program reads something the trace does not name."""
     program, input_nodes, float_nodes, start_nodes, pending_nodes, owners, owned = ran
-    numbers = [cycle.numbers.get(id(node)) for node in float_nodes]  # None: a constant of an op's own
-    indexings = [cycle.position(node) for node in start_nodes]
-    if None in indexings:
-        return None
-    if program.__class__ is engine.NumbersBound:  # a structure seen with other numbers: they are inputs
-        taken = [(FIXED, fixed, None) if number is None else (FLOAT, number.index, None)
-                 for number, fixed in zip(numbers, program.values)]
-        for position, node in zip(indexings, start_nodes):
-            taken += [(START, position, j) for j in range(len(moving_starts(node)[1]))]
-        if len(taken) != len(program.values):
+    numbers, baked, baked_starts = [], [None] * len(cycle.floats), {}
+    taken = dict(zip(program.positions, program.values)) if program.__class__ is engine.NumbersBound else {}
+    for walked, node in float_nodes:  # the program's inputs, or baked in: a replayed cycle must use the same
+        number = cycle.numbers.get(id(node))  # None: a constant of an op's own
+        if walked in taken:
+            numbers.append((FIXED, taken[walked], None) if number is None else (FLOAT, number.index, None))
+        elif number is not None:
+            baked[number.index] = node.attrs[0]
+    for walked, node in start_nodes:
+        position, starts = cycle.position(node), moving_starts(node)[1]
+        if position is None:
             return None
-        numbers, program, baked, baked_starts = tuple(taken), program.compiled, None, {}
-    else:  # baked in: a replayed cycle must use the same (the others may change)
-        baked = [None] * len(cycle.floats)
-        for number, node in zip(numbers, float_nodes):
-            if number is not None:
-                baked[number.index] = node.attrs[0]
-        numbers, baked = (), tuple(baked)
-        baked_starts = {position: moving_starts(node)[1] for position, node in zip(indexings, start_nodes)}
+        if walked in taken:
+            numbers += [(START, position, j) for j in range(len(starts))]
+        else:
+            baked_starts[position] = starts
+    if taken:
+        program = program.compiled
+    numbers, baked = tuple(numbers), tuple(baked)
     tensor_index = {}
     for j, tensor in enumerate(cycle.tensors):
         tensor_index.setdefault(id(tensor()), j)

@@ -44,13 +44,14 @@ anomaly_mode = [False, True]  # detect_anomaly (symgrad.autograd.anomaly): on, a
 
 
 class NumbersBound:
-    """A program that takes a structure's Python floats and indexings' starts as inputs, bound to one
-    set of values (a replayed loop passes its own floats: symgrad.cycles)."""
+    """A program that takes some of a structure's Python floats and indexings' starts as inputs,
+    bound to one set of values (a replayed loop passes its own: symgrad.cycles).  ``positions``:
+    the walk position of the node each value belongs to (an indexing's once per start)."""
 
-    def __init__(self, compiled, values):
+    def __init__(self, compiled, values, positions):
         program = compiled.program
         names = [program.dtypes[s] for s in program.inputs[len(program.inputs) - len(values):]]
-        self.compiled = compiled
+        self.compiled, self.positions = compiled, positions
         self.values = values = tuple(jnp.asarray(v, dtype=name) for v, name in zip(values, names))  # not weak float64s
         self.source, self.program = compiled.source, program
         self.python_fn = lambda *inputs: compiled.python_fn(*inputs, *values)
@@ -64,7 +65,7 @@ class NumbersBound:
         return self.compiled.run_donating(positions, [*inputs, *self.values])
 
 
-_number_values: dict = {}  # structure with its numbers erased -> the sets of values seen
+_number_values: dict = {}  # structure with its numbers erased -> (their entries first seen, positions seen to vary)
 
 
 def _compiled(key, walk: Walk, build):
@@ -72,40 +73,52 @@ def _compiled(key, walk: Walk, build):
 
     Python floats and the starts of indexings are baked into programs (their values are in the
     key).  When the same structure comes back with other values (a learning-rate schedule, a batch
-    sliced at a moving offset), it gets one program taking them as inputs, bound to each new set
-    of values without compiling again.
+    sliced at a moving offset), it gets one program taking those that changed as inputs, bound to
+    each new set of values without compiling again (the others stay baked in: an RNN's ``x[t]``
+    under a schedule is still printed as a scan).
     """
     compiled = programs.cache.find(key)
     if compiled is not None:
         return compiled
-    entries, floats, starts = list(walk.entries), [], []
+    floats, starts = [], []  # (walk position, its entry with the numbers erased, the numbers)
     for i, node in enumerate(walk.order):
         if is_float_scalar(node):
-            entries[i] = (CONST, None)
-            floats.append(node.attrs[0])
-        elif node.op.starts is not None and entries[i][0] is not None:
+            floats.append((i, (CONST, None), node.attrs[:1]))
+        elif node.op.starts is not None and not walk.is_input(i):
             moving = moving_starts(node)
             if moving:
-                entries[i] = (node.op, moving[0], *entries[i][2:])
-                starts += moving[1]
+                starts.append((i, (node.op, moving[0], *walk.entries[i][2:]), moving[1]))
     if not floats and not starts:
         return programs.cache.get(key, build)
+    numbers, entries = floats + starts, list(walk.entries)
+    for i, erased, _ in numbers:
+        entries[i] = erased
     erased = ("numbers as inputs", key[0], tuple(entries), key[2:])
-    values = (*floats, *starts)
-    generic = programs.cache.find(erased)
-    if generic is None:
+    seen = _number_values.get(erased)
+    if seen is None:
         if len(_number_values) > programs.cache.capacity:
             _number_values.clear()
-        seen = _number_values.setdefault(erased, set())
-        seen.add(values)
-        if len(seen) < 2:
-            return programs.cache.get(key, build)
-        walk.numbers_as_inputs = True
+        _number_values[erased] = ({i: walk.entries[i] for i, _, _ in numbers}, set())
+        return programs.cache.get(key, build)
+    first, varying = seen
+    varying.update(i for i, _, _ in numbers if walk.entries[i] != first[i])
+    if not varying:
+        return programs.cache.get(key, build)
+    taken = [(i, values) for i, _, values in numbers if i in varying]
+    entries = list(walk.entries)
+    for i, erased_entry, _ in numbers:
+        if i in varying:
+            entries[i] = erased_entry
+    generic_key = ("numbers as inputs", key[0], tuple(entries), key[2:])
+    generic = programs.cache.find(generic_key)
+    if generic is None:
+        walk.numbers_at = frozenset(varying)
         try:
-            generic = programs.cache.get(erased, build)
+            generic = programs.cache.get(generic_key, build)
         finally:
-            walk.numbers_as_inputs = False
-    return programs.cache.put(key, NumbersBound(generic, values))
+            walk.numbers_at = frozenset()
+    return programs.cache.put(key, NumbersBound(generic, tuple([v for _, values in taken for v in values]),
+                                                tuple([i for i, values in taken for _ in values])))
 
 
 def _without_collection(fn, *args):
@@ -244,9 +257,9 @@ def backward(root, seed=None, retain_graph: bool = False, inputs=None, describe:
     tensors that own its leaves, or of the tensors ``inputs`` (which may be non-leaf).
 
     With ``describe``, returns what ran, for symgrad.cycles to replay: (program, its input nodes, the
-    constants of the Python floats in it and its indexings with starts it may take (its last inputs if
-    it takes them), the pending leaves its outputs fill, the owners whose ``.grad`` it fills, a target
-    node of each);
+    constants of the Python floats in it and its indexings with starts it may take, each with its walk
+    position (its last inputs, those it takes), the pending leaves its outputs fill, the owners whose
+    ``.grad`` it fills, a target node of each);
     None for a backward that is not one program on the root's own gradient."""
     if inputs is None:
         return _backward(root, seed, retain_graph, None, describe)
@@ -292,8 +305,8 @@ def _backward(root, seed, retain_graph, inputs, describe):
         owners, owned = plan.owners, plan.owned
         walk = plan.walk
         ran = (compiled, [node for p, node in enumerate(walk.order) if walk.is_input(p)],
-               [node for node in walk.order if is_float_scalar(node)],
-               [node for p, node in enumerate(walk.order) if not walk.is_input(p) and moving_starts(node)]
+               [(p, node) for p, node in enumerate(walk.order) if is_float_scalar(node)],
+               [(p, node) for p, node in enumerate(walk.order) if not walk.is_input(p) and moving_starts(node)]
                ) if describe else None
     if anomaly_mode[0] and anomaly_mode[1]:
         _check_nan(owned, outputs[1 + len(pending):])

@@ -76,7 +76,7 @@ def _numbered(nodes):
 
 class Replay:
     """A compiled backward program with the sources of its inputs, the leaves its outputs fill and
-    the constants of the Python floats in it (for symgrad.cycles)."""
+    the constants of the Python floats in it with their walk positions (for symgrad.cycles)."""
 
     __slots__ = ("compiled", "inputs", "pending", "floats", "moving", "aliasable")
 
@@ -118,5 +118,6 @@ def replay_of(request, plan, compiled):
     pending = tuple(where.get(walk.order[position]) for position in plan.pending)
     if None in pending or len(set(pending)) != len(request.pending):
         return None
-    return Replay(compiled, tuple(inputs), pending, tuple([node for node in walk.order if is_float_scalar(node)]),
+    return Replay(compiled, tuple(inputs), pending, tuple([(p, node) for p, node in enumerate(walk.order)
+                                                           if is_float_scalar(node)]),
                   any(moving_starts(node) for p, node in enumerate(walk.order) if not walk.is_input(p)))

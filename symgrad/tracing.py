@@ -20,11 +20,12 @@ from symgrad.nodes import CONST, LEAF, is_zero_fill, owners_of, priority
 class Walk:
     """The nodes a request needs, in topological order, with one key entry per node."""
 
-    __slots__ = ("order", "index", "entries", "inputs", "numbers_as_inputs")
+    __slots__ = ("order", "index", "entries", "inputs", "numbers_at")
 
     def __init__(self):
         self.order, self.index, self.entries, self.inputs = [], {}, [], []
-        self.numbers_as_inputs = False  # lower Python floats, then indexings' starts, as trailing inputs
+        self.numbers_at = frozenset()  # positions of Python floats and indexings lowered with their numbers
+        # as trailing inputs (the floats first)
 
     @classmethod
     def declaring(cls, nodes, values=None) -> tuple["Walk", list]:
@@ -96,7 +97,7 @@ class Walk:
         exprs, floats, starts, given = [], [], [], iter(given) if given is not None else None
         for position, node in enumerate(self.order):
             entry = self.entries[position]
-            if self.numbers_as_inputs and is_float_scalar(node):
+            if position in self.numbers_at and is_float_scalar(node):
                 floats.append(program.input((), "float64", "c"))  # a Python float is a double
                 exprs.append(floats[-1])
             elif entry[0] is None and given is not None:
@@ -111,7 +112,7 @@ class Walk:
                 if not node.op.elementwise:  # a number or a scalar standing for an array becomes one,
                     # typed (a bare 0.0 is a float64 to JAX: max() of a zeroed float32 0-d tensor was one)
                     args = [program.materialize(a, i.shape, _typed(i, node)) for a, i in zip(args, node.inputs)]
-                moving = self.numbers_as_inputs and moving_starts(node)
+                moving = position in self.numbers_at and moving_starts(node)
                 if moving:
                     starts += [program.input((), "int64", "i") for _ in moving[1]]
                     expr = node.op.starts.build(program, node, *args, starts[-len(moving[1]):])

@@ -14,6 +14,7 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import codegen
 import symgrad as torch
 from codegen.emit import emit
 from codegen.reroll import MIN_STEPS
@@ -306,3 +307,33 @@ def test_a_step_of_many_assignments(torch_reference):
     sizes = [len(backward_against_torch(torch_reference, lstm, [rng.uniform(-1, 1, (steps, 2, 3)), *params],
                                         jit=False).splitlines()) for steps in (8, 16)]
     assert sizes[0] == sizes[1]
+
+
+def test_an_rnn_under_a_learning_rate_schedule_is_still_a_scan(torch_reference):
+    """An RNN over ``X[t]`` trained with a rate that changes every step: the rate becomes an input of
+    the step's program and the rows' starts, the same every step, stay in it, so the program is still
+    printed as a scan (as one taking the starts as inputs could not be); every loss PyTorch's."""
+    rng = np.random.default_rng(9)
+    X0, W0, U0 = rng.normal(size=(30, 8)), rng.normal(size=(8, 4)) * 0.3, rng.normal(size=(4, 4)) * 0.3
+
+    def losses(T):
+        X, W, U = T.tensor(X0), T.tensor(W0, requires_grad=True), T.tensor(U0, requires_grad=True)
+        step = T.optim.SGD([W, U], lr=0.1)
+        schedule, kept = T.optim.lr_scheduler.ExponentialLR(step, 0.9), []
+        for _ in range(6):
+            h = T.zeros(4, dtype=T.float64)
+            for t in range(30):
+                h = T.tanh(X[t] @ W + h @ U)
+            loss = (h * h).sum()
+            step.zero_grad()
+            loss.backward()
+            step.step()
+            schedule.step()
+            kept.append(loss.item())
+        return kept
+
+    compiled = len(codegen.stats.source_lines)
+    ours = losses(torch)
+    assert len(codegen.stats.source_lines) > compiled and max(codegen.stats.source_lines[compiled:]) < 120, \
+        codegen.stats.source_lines[compiled:]
+    np.testing.assert_allclose(ours, losses(torch_reference), rtol=1e-10)
