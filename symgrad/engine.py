@@ -75,12 +75,13 @@ def _compiled(key, walk: Walk, build):
     key).  When the same structure comes back with other values (a learning-rate schedule, a batch
     sliced at a moving offset), it gets one program taking those that changed as inputs, bound to
     each new set of values without compiling again (the others stay baked in: an RNN's ``x[t]``
-    under a schedule is still printed as a scan).
+    under a schedule is still printed as a scan).  A slice of an array given to the program (a
+    batch of a dataset) is taken as an input from the first: it will move.
     """
     compiled = programs.cache.find(key)
     if compiled is not None:
         return compiled
-    floats, starts = [], []  # (walk position, its entry with the numbers erased, the numbers)
+    floats, starts, batches = [], [], set()  # (walk position, its entry with the numbers erased, the numbers)
     for i, node in enumerate(walk.order):
         if is_float_scalar(node):
             floats.append((i, (CONST, None), node.attrs[:1]))
@@ -88,6 +89,8 @@ def _compiled(key, walk: Walk, build):
             moving = moving_starts(node)
             if moving:
                 starts.append((i, (node.op, moving[0], *walk.entries[i][2:]), moving[1]))
+                if walk.is_input(walk.index[node.inputs[0]]) and any(item[0] == 1 for item in moving[0][0]):
+                    batches.add(i)  # a slice of an array given (a dataset's batch): it will move
     if not floats and not starts:
         return programs.cache.get(key, build)
     numbers, entries = floats + starts, list(walk.entries)
@@ -98,8 +101,7 @@ def _compiled(key, walk: Walk, build):
     if seen is None:
         if len(_number_values) > programs.cache.capacity:
             _number_values.clear()
-        _number_values[erased] = ({i: walk.entries[i] for i, _, _ in numbers}, set())
-        return programs.cache.get(key, build)
+        seen = _number_values[erased] = ({i: walk.entries[i] for i, _, _ in numbers}, batches)
     first, varying = seen
     varying.update(i for i, _, _ in numbers if walk.entries[i] != first[i])
     if not varying:
