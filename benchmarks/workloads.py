@@ -16,6 +16,7 @@ import codegen
 import symgrad
 from codegen import unrolled
 import symgrad.nn.functional as SF
+from symgrad import engine
 from benchmarks.systems import keeping_x64, pytensor_modules, ready, torch_module, torch_threads
 from benchmarks.timing import Turns, once
 
@@ -563,3 +564,82 @@ def w6_mlp(steps: int = 20, lr: float = 1e-3):
     # Adam divides by sqrt(v): where a gradient is a rounding error, its step is still about lr
     _agree("W6 final first-layer weights", {k: (v,) for k, v in finals.items()}, dict(rtol=2e-4, atol=steps * lr / 4))
     return rows
+
+
+# ------------------------------------------------------------------------------- W7
+
+def _batch_loop(T, X, Y, weights, epochs: int, batch: int, lr: float):
+    """The nn tutorial's loop: ``nn.Linear`` and ``cross_entropy`` on the next ``batch`` rows each
+    step (``x[i:i + batch]``, the last batch of an epoch shorter), the update by hand under
+    ``no_grad``; the final weight."""
+    model = T.nn.Linear(X.shape[1], 10)
+    model.load_state_dict({k: T.tensor(v) for k, v in weights.items()})
+    x, y = T.tensor(X), T.tensor(Y)
+    for _ in range(epochs):
+        for i in range(0, len(X), batch):
+            loss = T.nn.functional.cross_entropy(model(x[i:i + batch]), y[i:i + batch])
+            loss.backward()
+            with T.no_grad():
+                for p in model.parameters():
+                    p -= p.grad * lr
+                model.zero_grad()
+    return model.weight
+
+
+def w7_batches(rows: int = 5000, batch: int = 64, epochs: int = 2, lr: float = 0.5):
+    rng = np.random.default_rng(7)
+    X = (rng.standard_normal((rows, 784)) * 0.3).astype(np.float32)
+    Y = rng.integers(0, 10, rows)
+    symgrad.manual_seed(0)
+    weights = {k: v.numpy() for k, v in symgrad.nn.Linear(784, 10).state_dict().items()}
+    steps = epochs * -(-rows // batch)
+    name = f"W7 nn tutorial loop, 784-10, batches of {batch} sliced from {rows} rows (per step, {steps} steps)"
+    finals, turns = {}, Turns(name)
+
+    def symgrad_run():
+        return np.asarray(ready(_batch_loop(symgrad, X, Y, weights, epochs, batch, lr)))
+
+    def cold():  # the first epoch from empty caches: what a tutorial's first run waits for
+        codegen.cache.clear()
+        engine._number_values.clear()
+        sympy.core.cache.clear_cache()
+        return once(lambda: ready(_batch_loop(symgrad, X, Y, weights, 1, batch, lr)))
+
+    first = float(np.median([cold() for _ in range(FIRST_CALLS)]))
+    finals["symgrad torch-style"] = symgrad_run()
+    turns.whole("symgrad torch-style", symgrad_run)
+
+    @jax.jit
+    def jax_step(w, b, xb, yb):
+        def loss_fn(w, b):
+            return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(xb @ w.T + b), yb[:, None], axis=1))
+        gw, gb = jax.grad(loss_fn, argnums=(0, 1))(w, b)
+        return w - lr * gw, b - lr * gb
+
+    def jax_run(epochs=epochs):
+        w, b = jnp.asarray(weights["weight"]), jnp.asarray(weights["bias"])
+        for _ in range(epochs):
+            for i in range(0, rows, batch):
+                w, b = jax_step(w, b, X[i:i + batch], Y[i:i + batch])
+        return np.asarray(jax.block_until_ready(w))
+
+    def jax_cold():
+        jax.clear_caches()
+        return once(lambda: jax_run(1))
+
+    finals["jax.jit (functional step)"] = jax_run()
+    turns.whole("jax.jit (functional step)", jax_run)
+
+    torch = torch_module()
+    if torch:
+        def torch_run():
+            return _batch_loop(torch, X, Y, weights, epochs, batch, lr).detach().numpy()
+
+        finals["torch eager"] = torch_run()
+        _torch_turns(turns, torch, torch_run, whole=True)
+    codegen.finish_compiles()
+    _agree("W7 final weights", {k: (v,) for k, v in finals.items()})
+    rows_out = turns.measure(scale=1 / steps)
+    rows_out.append((name, "symgrad torch-style, first call (the first epoch, per run)", first))
+    rows_out.append((name, "jax.jit, first call", float(np.median([jax_cold() for _ in range(FIRST_CALLS)]))))
+    return rows_out
