@@ -210,11 +210,11 @@ def plan_of(cycle, root, ran, before):
             baked[number.index] = node.attrs[0]
     for walked, node in start_nodes:
         position, starts = cycle.position(node), moving_starts(node)[1]
-        if position is None:
-            return None
         if walked in taken:
+            if position is None:  # an input of the program the trace does not name
+                return None
             numbers += [(START, position, j) for j in range(len(starts))]
-        else:
+        elif position is not None:
             baked_starts[position] = starts
     if taken:
         program = program.compiled

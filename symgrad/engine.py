@@ -81,22 +81,10 @@ def _compiled(key, walk: Walk, build):
     compiled = programs.cache.find(key)
     if compiled is not None:
         return compiled
-    floats, starts, batches = [], [], set()  # (walk position, its entry with the numbers erased, the numbers)
-    for i, node in enumerate(walk.order):
-        if is_float_scalar(node):
-            floats.append((i, (CONST, None), node.attrs[:1]))
-        elif node.op.starts is not None and not walk.is_input(i):
-            moving = moving_starts(node)
-            if moving:
-                starts.append((i, (node.op, moving[0], *walk.entries[i][2:]), moving[1]))
-                if walk.is_input(walk.index[node.inputs[0]]) and any(item[0] == 1 for item in moving[0][0]):
-                    batches.add(i)  # a slice of an array given (a dataset's batch): it will move
-    if not floats and not starts:
+    numbers, batches = _numbers_of(walk)
+    if not numbers:
         return programs.cache.get(key, build)
-    numbers, entries = floats + starts, list(walk.entries)
-    for i, erased, _ in numbers:
-        entries[i] = erased
-    erased = ("numbers as inputs", key[0], tuple(entries), key[2:])
+    erased = ("numbers as inputs", key[0], _erased(walk, numbers, None), key[2:])
     seen = _number_values.get(erased)
     if seen is None:
         if len(_number_values) > programs.cache.capacity:
@@ -106,12 +94,7 @@ def _compiled(key, walk: Walk, build):
     varying.update(i for i, _, _ in numbers if walk.entries[i] != first[i])
     if not varying:
         return programs.cache.get(key, build)
-    taken = [(i, values) for i, _, values in numbers if i in varying]
-    entries = list(walk.entries)
-    for i, erased_entry, _ in numbers:
-        if i in varying:
-            entries[i] = erased_entry
-    generic_key = ("numbers as inputs", key[0], tuple(entries), key[2:])
+    generic_key = ("numbers as inputs", key[0], _erased(walk, numbers, varying), key[2:])
     generic = programs.cache.find(generic_key)
     if generic is None:
         walk.numbers_at = frozenset(varying)
@@ -119,8 +102,34 @@ def _compiled(key, walk: Walk, build):
             generic = programs.cache.get(generic_key, build)
         finally:
             walk.numbers_at = frozenset()
+    taken = [(i, values) for i, _, values in numbers if i in varying]
     return programs.cache.put(key, NumbersBound(generic, tuple([v for _, values in taken for v in values]),
                                                 tuple([i for i, values in taken for _ in values])))
+
+
+def _numbers_of(walk: Walk):
+    """(walk position, its key entry with them erased, the numbers) of each Python float, then of
+    each indexing's starts; and the positions of slices of an array given (a dataset's batch)."""
+    floats, starts, batches = [], [], set()
+    for i, node in enumerate(walk.order):
+        if is_float_scalar(node):
+            floats.append((i, (CONST, None), node.attrs[:1]))
+        elif node.op.starts is not None and not walk.is_input(i):
+            moving = moving_starts(node)
+            if moving:
+                starts.append((i, (node.op, moving[0], *walk.entries[i][2:]), moving[1]))
+                if walk.is_input(walk.index[node.inputs[0]]) and any(item[0] == 1 for item in moving[0][0]):
+                    batches.add(i)
+    return floats + starts, batches
+
+
+def _erased(walk: Walk, numbers, positions) -> tuple:
+    """The walk's key entries with the numbers at ``positions`` (all if None) erased."""
+    entries = list(walk.entries)
+    for i, erased, _ in numbers:
+        if positions is None or i in positions:
+            entries[i] = erased
+    return tuple(entries)
 
 
 def _without_collection(fn, *args):
