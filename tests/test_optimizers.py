@@ -100,6 +100,30 @@ def test_an_adam_loop_compiles_once_its_steps_settle():
     assert counts[-1] == counts[4]  # the bias corrections change every step: taken as inputs
 
 
+def test_the_step_count_is_pytorchs_and_leaves_the_shared_constants_alone(torch, monkeypatch):
+    """``state[p]['step']`` counts every step as PyTorch's does (read mid-loop too), without a
+    constant node per count: those filled the constants' shared cache (4,096 entries) after as
+    many steps, and every constant made after that was new."""
+    from symgrad import nodes
+    monkeypatch.setattr(nodes, "_constants", {})  # this test's own, whatever earlier tests filled
+    counts = {}
+    for T in (symgrad, torch):
+        w = T.nn.Parameter(T.tensor(W0))
+        optimizer, x, y = T.optim.Adam([w], lr=0.01), T.tensor(X), T.tensor(Y)
+        counts[T] = []
+        for k in range(60):
+            optimizer.zero_grad()
+            ((x @ w - y) ** 2).mean().backward()
+            optimizer.step()
+            if k % 20 == 0:
+                counts[T].append(optimizer.state[w]["step"].item())
+            if T is symgrad and k == 10:
+                shared = len(nodes._constants)
+        counts[T].append(optimizer.state_dict()["state"][0]["step"].item())
+    assert counts[symgrad] == counts[torch] == [1.0, 21.0, 41.0, 60.0]
+    assert len(nodes._constants) == shared
+
+
 @pytest.mark.parametrize("name", ["adam", "adam weight decay amsgrad", "adamw", "rmsprop centered momentum"])
 def test_a_model_trained_with_adam_runs_one_cached_program_per_step(name):
     """W6's loop in small (nn.Sequential, cross_entropy, an optimizer): after its first steps,

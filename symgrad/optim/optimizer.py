@@ -96,15 +96,17 @@ class Optimizer:
         """Counts a step in ``state[p]['step']`` (a float32 0-d tensor, as PyTorch keeps it) and
         returns it as the Python number PyTorch's update reads, without waiting for the tensor.
 
-        The tensor takes the count as a constant, computed only if someone reads it: an
-        ``add_(1)`` would be a result that no training step uses, computed by a program of its
-        own per parameter and step (symgrad.nodes.outlived)."""
+        The tensor takes the count as a NumPy array: an ``add_(1)`` would be a result that no
+        training step uses, computed by a program of its own per parameter and step
+        (symgrad.nodes.outlived), and a constant node per count filled the constants' cache."""
         step = self.state[p]["step"]
         count = self._step_counts.get(p)
         count = (int(step.item()) if count is None else count) + 1
         self._step_counts[p] = count
-        changes = _grad_state.changes
-        write_values(step, constant(count, (), step._node.dtype))
+        changes, dtype = _grad_state.changes, step.dtype
+        array = np.asarray(count, dtype.numpy)
+        array.flags.writeable = False
+        write_values(step, leaf(array, dtype))
         _grad_state.changes = changes  # the count is no operand of the step: a replayed trace need not see it
         return count
 
