@@ -36,3 +36,24 @@ class IntTensor(metaclass=_LegacyType):
 
 class BoolTensor(metaclass=_LegacyType):
     dtype = dtypes.bool_
+
+
+LEGACY = {cls.__name__: cls for cls in (FloatTensor, DoubleTensor, HalfTensor, LongTensor, IntTensor, BoolTensor)}
+
+
+def type_of(tensor, dtype=None, non_blocking: bool = False, **kwargs):
+    """``tensor.type()``: its legacy type's name (``'torch.FloatTensor'``); ``tensor.type(t)`` with a
+    dtype, a legacy type or its name: the tensor in that dtype (itself if it has it already)."""
+    if dtype is None:
+        name = next(name for name, cls in LEGACY.items() if cls.dtype is tensor.dtype)
+        return f"torch.{name}"
+    if isinstance(dtype, str):
+        cls = LEGACY.get(dtype.removeprefix("torch."))
+        if cls is None or not dtype.startswith("torch."):
+            raise ValueError(f"invalid type: {dtype!r}")
+        dtype = cls.dtype
+    elif isinstance(dtype, _LegacyType):
+        dtype = dtype.dtype
+    elif not isinstance(dtype, dtypes.dtype):
+        raise TypeError("dtype must be a type, str, or dtype object")
+    return tensor.to(dtype)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from symgrad import creation, devices, dtypes, engine, hooks
 from symgrad.autograd.gradients import hooked_gradients
 from symgrad.inplace import copy_, data, fill_inplace
+from symgrad.legacy_types import type_of
 from symgrad.nodes import leaf
 from symgrad.ops import shape as S
 from symgrad.tensor import Tensor
@@ -91,6 +92,7 @@ METHODS = {
     "copy_": copy_,
     "data": data,
     "to": _to,
+    "type": type_of,
     "float": lambda a: S.to_dtype(a, dtypes.float32),
     "double": lambda a: S.to_dtype(a, dtypes.float64),
     "long": lambda a: S.to_dtype(a, dtypes.int64),

@@ -37,6 +37,25 @@ def test_legacy_types_are_types(torch):
         assert isinstance(T.tensor([1]), T.LongTensor)
 
 
+def test_type_names_and_converts_as_pytorch(torch):
+    """``t.type()`` names the legacy type; ``t.type(x)`` converts to a dtype, a legacy type or its name
+    (the quickstart tutorial's ``(pred.argmax(1) == y).type(torch.float).sum().item()``)."""
+    seen = {}
+    for T in (symgrad, torch):
+        pred, y = T.tensor([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]]), T.tensor([1, 1, 1])
+        correct = (pred.argmax(1) == y).type(T.float).sum().item()
+        names = [T.ones(1, dtype=d).type() for d in (T.bool, T.int32, T.int64, T.float16, T.float32, T.float64)]
+        converted = [str(T.ones(1).type(t).dtype) for t in (T.int64, "torch.DoubleTensor", T.IntTensor)]
+        errors = []
+        for bad in ("float", 5):
+            with pytest.raises((ValueError, TypeError)) as error:
+                T.ones(1).type(bad)
+            errors.append((error.type, str(error.value)))
+        same = T.ones(1)
+        seen[T] = (correct, names, converted, errors, same.type(T.float32) is same)
+    assert seen[symgrad] == seen[torch]
+
+
 def test_default_dtype(torch):
     results = []
     for T in (symgrad, torch):
