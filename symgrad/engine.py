@@ -234,29 +234,49 @@ def realize(nodes) -> None:
 
 def realize_outlived(nodes) -> None:
     """Compute results that outlived a step (``nodes.outlived``) now, when they are used again;
-    not a step of its own (what the current step recorded is not outlived by it)."""
-    _computed_now(nodes)
+    not a step of its own (what the current step recorded is not outlived by it).  One the last
+    read's program went through is learned: that program stores it next time (an evaluation
+    loop's ``pred``, read again after ``loss.item()``, is not computed twice)."""
+    structure, seen = _last_read
+    for node in nodes:
+        position, ref = seen.get(id(node), (None, None))
+        if ref is not None and ref() is node:
+            if len(_read_again) > programs.cache.capacity:
+                _read_again.clear()
+            _read_again.setdefault(structure, set()).add(position)
+    _computed_now(nodes, False)
 
 
-def _computed_now(nodes) -> bool:
+_read_again: dict = {}  # a read's structure -> positions of its results without history used after it
+_last_read = [None, {}]  # the last read's structure, and its results without history: id -> (position, weak ref)
+
+
+def _computed_now(nodes, read: bool = True) -> bool:
     """``_realize`` on arrays, even while JAX traces a function that reads these nodes (a value
     captured by ``value_and_grad``): their values belong to no trace."""
     with deferred.on_arrays():
-        return _without_collection(_realize, nodes)
+        return _without_collection(_realize, nodes, read)
 
 
-def _realize(nodes) -> bool:
-    """Whether a program ran (nothing runs when every value is there)."""
+def _realize(nodes, read: bool) -> bool:
+    """Whether a program ran (nothing runs when every value is there).  A ``read`` also stores the
+    results its structure's later reads used (``realize_outlived``)."""
     walk = Walk()
     wanted = tuple(walk.add(n, False) for n in nodes)
     wanted = tuple(dict.fromkeys(wanted + walk.pending_leaves(len(walk.order))))
     wanted = tuple(i for i in wanted if not walk.is_input(i))
     if not wanted:
         return False
+    if read:
+        structure = (_erased(walk, _numbers_of(walk)[0], None), wanted)
+        wanted += tuple(sorted(p for p in _read_again.get(structure, ()) if p not in wanted))
     key = ("value", tuple(walk.entries), wanted)
     compiled = _compiled(key, walk, lambda: forward_program(walk, wanted))
     for position, value in zip(wanted, compiled.run(*arrays(walk.inputs))):
         walk.order[position].computed(value)
+    if read:
+        _last_read[:] = [structure, {id(node): (p, weakref.ref(node)) for p, node in enumerate(walk.order)
+                                     if node.value is None and node.op is not CONST and not node.requires_grad}]
     return True
 
 

@@ -152,3 +152,26 @@ def test_a_plain_loop_that_reads_after_each_step_computes_nothing_early(monkeypa
     assert early == []
     np.testing.assert_allclose(seen, expected, **TOL)
     np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), **TOL)
+
+
+def test_an_evaluation_loop_computes_its_forward_once_per_batch(torch):
+    """``with no_grad()``: ``loss.item()``, then ``pred.argmax(1)`` of the prediction the first read's
+    program went through.  Once learned, that program stores ``pred`` too: two programs a batch (not
+    three, the forward computed twice), and PyTorch's numbers."""
+    rng = np.random.default_rng(11)
+    data, labels = rng.standard_normal((40, 6)).astype(np.float32), rng.integers(0, 3, 40)
+    seen = {}
+    for T in (symgrad, torch):
+        T.manual_seed(0)
+        model = T.nn.Sequential(T.nn.Linear(6, 8), T.nn.ReLU(), T.nn.Linear(8, 3))
+        x, y, seen[T] = T.tensor(data), T.tensor(labels), []
+        for epoch in range(3):
+            programs = codegen.stats.hits + codegen.stats.compiles
+            with T.no_grad():
+                for i in range(0, 40, 8):
+                    pred = model(x[i:i + 8])
+                    seen[T].append(T.nn.functional.cross_entropy(pred, y[i:i + 8]).item())
+                    seen[T].append((pred.argmax(1) == y[i:i + 8]).type(T.float).sum().item())
+            if T is symgrad and epoch == 2:
+                assert codegen.stats.hits + codegen.stats.compiles - programs == 2 * 5
+    np.testing.assert_allclose(seen[symgrad], seen[torch], rtol=1e-5)
