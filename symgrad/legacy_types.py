@@ -47,13 +47,18 @@ def type_of(tensor, dtype=None, non_blocking: bool = False, **kwargs):
     if dtype is None:
         name = next(name for name, cls in LEGACY.items() if cls.dtype is tensor.dtype)
         return f"torch.{name}"
-    if isinstance(dtype, str):
+    if dtype is Tensor or dtype == "torch.Tensor":  # the default tensor type
+        dtype = dtypes.get_default_dtype()
+    elif isinstance(dtype, str):
         cls = LEGACY.get(dtype.removeprefix("torch."))
         if cls is None or not dtype.startswith("torch."):
             raise ValueError(f"invalid type: {dtype!r}")
         dtype = cls.dtype
     elif isinstance(dtype, _LegacyType):
         dtype = dtype.dtype
+    elif isinstance(dtype, type):
+        name = dtype.__name__ if dtype.__module__ == "builtins" else f"{dtype.__module__}.{dtype.__qualname__}"
+        raise ValueError(f"invalid type: '{name}'")
     elif not isinstance(dtype, dtypes.dtype):
         raise TypeError("dtype must be a type, str, or dtype object")
     return tensor.to(dtype)

@@ -45,9 +45,10 @@ def test_type_names_and_converts_as_pytorch(torch):
         pred, y = T.tensor([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]]), T.tensor([1, 1, 1])
         correct = (pred.argmax(1) == y).type(T.float).sum().item()
         names = [T.ones(1, dtype=d).type() for d in (T.bool, T.int32, T.int64, T.float16, T.float32, T.float64)]
-        converted = [str(T.ones(1).type(t).dtype) for t in (T.int64, "torch.DoubleTensor", T.IntTensor)]
+        converted = [str(T.ones(1, dtype=T.int64).type(t).dtype)
+                     for t in (T.float64, "torch.DoubleTensor", T.IntTensor, T.Tensor, "torch.Tensor")]
         errors = []
-        for bad in ("float", 5):
+        for bad in ("float", 5, float, np.float32):
             with pytest.raises((ValueError, TypeError)) as error:
                 T.ones(1).type(bad)
             errors.append((error.type, str(error.value)))

@@ -100,6 +100,27 @@ def test_an_adam_loop_compiles_once_its_steps_settle():
     assert counts[-1] == counts[4]  # the bias corrections change every step: taken as inputs
 
 
+def test_a_step_count_written_by_hand_is_the_one_counted_on(torch):
+    """``state[p]['step'].add_(10)``, or a new tensor put in its place: the next step counts on from
+    it, as PyTorch's (the bias corrections read it)."""
+    seen = {}
+    for T in (symgrad, torch):
+        w = T.tensor([1.0, 2.0], requires_grad=True)
+        optimizer, seen[T] = T.optim.Adam([w], lr=0.1), []
+        for k in range(8):
+            optimizer.zero_grad()
+            (w ** 2).sum().backward()
+            optimizer.step()
+            if k == 2:
+                optimizer.state[w]["step"].add_(10)
+            if k == 5:
+                optimizer.state[w]["step"] = T.tensor(100.0)
+            seen[T].append((optimizer.state[w]["step"].item(), w.detach().numpy().tolist()))
+    assert [s for s, _ in seen[symgrad]] == [s for s, _ in seen[torch]] == [1.0, 2.0, 13.0, 14.0, 15.0, 100.0,
+                                                                              101.0, 102.0]
+    np.testing.assert_allclose([v for _, v in seen[symgrad]], [v for _, v in seen[torch]], rtol=1e-6)
+
+
 def test_the_step_count_is_pytorchs_and_leaves_the_shared_constants_alone(torch, monkeypatch):
     """``state[p]['step']`` counts every step as PyTorch's does (read mid-loop too), without a
     constant node per count: those filled the constants' shared cache (4,096 entries) after as

@@ -27,7 +27,7 @@ class Optimizer:
         self.defaults = defaults
         self.state: defaultdict = defaultdict(dict)
         self.param_groups: list = []
-        self._step_counts: dict = {}  # parameter -> the step as a Python number (optimizer._next_step)
+        self._step_counts: dict = {}  # parameter -> the step as a Python number, and its node (``_next_step``)
         groups = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
@@ -89,8 +89,8 @@ class Optimizer:
         """``state[p]['step']``, 0 as a 0-d tensor of the default dtype (PyTorch's), made as a
         constant that is computed only if read: a JAX array costs ~80 µs, and the first step
         replaces it."""
-        self.state[p]["step"] = Tensor(lazy_leaf(constant(0.0, (), dtypes.get_default_dtype())))
-        self._step_counts[p] = 0
+        step = self.state[p]["step"] = Tensor(lazy_leaf(constant(0.0, (), dtypes.get_default_dtype())))
+        self._step_counts[p] = (0, step._node)
 
     def _next_step(self, p) -> int:
         """Counts a step in ``state[p]['step']`` (a float32 0-d tensor, as PyTorch keeps it) and
@@ -100,14 +100,14 @@ class Optimizer:
         training step uses, computed by a program of its own per parameter and step
         (symgrad.nodes.outlived), and a constant node per count filled the constants' cache."""
         step = self.state[p]["step"]
-        count = self._step_counts.get(p)
-        count = (int(step.item()) if count is None else count) + 1
-        self._step_counts[p] = count
+        counted = self._step_counts.get(p)  # (the count, the node it was written as): a tensor written since is read
+        count = (counted[0] if counted is not None and counted[1] is step._node else int(step.item())) + 1
         changes, dtype = _grad_state.changes, step.dtype
         array = np.asarray(count, dtype.numpy)
         array.flags.writeable = False
         write_values(step, leaf(array, dtype))
         _grad_state.changes = changes  # the count is no operand of the step: a replayed trace need not see it
+        self._step_counts[p] = (count, step._node)
         return count
 
     def step(self, closure=None):
