@@ -26,6 +26,15 @@ def drawn_from(tensor):
     return node if node is not None and node.value is not None else None
 
 
+def outside(values, low: int, high: int, allowed=None) -> np.ndarray:
+    """The values not in [low, high) nor ``allowed``, in order (on the host)."""
+    host = np.asarray(values)
+    mask = (host < low) | (host >= high)
+    if allowed is not None:
+        mask &= host != allowed
+    return host[mask]
+
+
 def all_within(tensor, low: int, high: int, allowed=None) -> bool:
     """Whether every value of the array ``tensor``'s are drawn from is in [low, high) or is
     ``allowed``; False when that array is not known (then the values themselves need checking)."""
@@ -37,11 +46,7 @@ def all_within(tensor, low: int, high: int, allowed=None) -> bool:
     seen = _passed.get(key)
     if seen is not None and seen() is values:
         return True
-    host = np.asarray(values)
-    outside = (host < low) | (host >= high)
-    if allowed is not None:
-        outside &= host != allowed
-    if outside.any():
+    if outside(values, low, high, allowed).size:
         return False
     if len(_passed) >= 16:
         _passed.clear()

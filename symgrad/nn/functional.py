@@ -562,11 +562,9 @@ def _check_labels(target, classes, ignore_index):
     if selection.all_within(target, 0, classes, ignore_index):
         return
     values = engine.concrete_array(target._node)
-    host = None if values is None else np.asarray(values)
-    if host is not None and host.size:
-        bad = host[((host < 0) | (host >= classes)) & (host != ignore_index)]
-        if bad.size:
-            raise IndexError(f"Target {int(bad[0])} is out of bounds.")
+    bad = None if values is None else selection.outside(values, 0, classes, ignore_index)
+    if bad is not None and bad.size:
+        raise IndexError(f"Target {int(bad[0])} is out of bounds.")
 
 
 # ------------------------------------------------------------ margin losses PyTorch writes as kernels

@@ -201,7 +201,7 @@ class Key:
             if selection.all_within(index, -size, size):  # drawn from indices all in bounds (a shuffled batch)
                 continue
             values = _values(index)
-            bad = None if values is None else values[(values < -size) | (values >= size)]
+            bad = None if values is None else selection.outside(values, -size, size)
             if bad is not None and bad.size:
                 raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {number} with size {size}")
         return self
