@@ -377,13 +377,17 @@ class Chain:
             records[k].value, records[k].index = roots, k - begin
 
     def _next_guess(self, outside) -> None:
-        """The next cycle dispatched now, from the state this one left and its outside arrays, when
-        this cycle passed the outside arrays the one before it did (a batch at a moving offset, or
-        a learning rate changing every step, is not guessed)."""
+        """The next cycle dispatched now, from the state this one left and the outside arrays it
+        passed, when the one before passed them too, or the same but for indexings' starts (a batch
+        at a moving offset: then each start one stride on).  A learning rate that changes every
+        step, or a new batch tensor every step, is not guessed."""
         last, self.last_outside = self.last_outside, outside
-        if (self.records or self.state and self.state[0].__class__ is Node or last is None
-                or len(last) != len(outside) or not all(map(is_, last, outside))):
-            return  # (a cycle still waits, the state is not all arrays yet, or the outside arrays moved)
+        if self.records or self.state and self.state[0].__class__ is Node or last is None or len(last) != len(outside):
+            return  # (a cycle still waits, the state is not all arrays yet, or this is the first)
+        if not all(map(is_, last, outside)):
+            outside = _strided(last, outside)
+            if outside is None:
+                return
         if self.guess_after:
             self.guess_after -= 1
             return
@@ -404,6 +408,19 @@ class Chain:
         for carry, tensor, value in zip(self.carries, self.tensors, self.state):
             _restore(tensor, carry, value)
         self.carries, self.tensors, self.state = [], [], []
+
+
+def _strided(last, outside):
+    """The outside arrays of the cycle after ``outside`` if the arrays that moved since ``last`` are
+    all indexings' starts (``_start_array``), each moving by the same stride again; else None."""
+    guessed = []
+    for before, now in zip(last, outside):
+        if before is not now:
+            if not (now.__class__ is before.__class__ is np.ndarray and now.dtype == before.dtype == np.int64):
+                return None
+            now = _start_array(2 * int(now) - int(before))
+        guessed.append(now)
+    return tuple(guessed)
 
 
 class Guess:

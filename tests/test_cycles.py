@@ -596,29 +596,41 @@ def test_a_loop_read_every_step_runs_its_next_step_ahead(torch):
         assert guesses == 0
 
 
-def test_batches_at_a_moving_offset_read_every_step_are_not_guessed(torch):
-    """A guess runs on the outside arrays of the step before: a batch at a moving offset never
-    passes them again, so a loop reading each batch's loss makes no guess (a wasted one would run
-    first and delay the step)."""
+@pytest.mark.parametrize("batches", ["sliced", "new tensors"])
+def test_batches_read_every_step(torch, batches):
+    """A loop reading each batch's loss: a batch at a moving offset is guessed one stride on (the
+    start wraps at the epoch's end: that guess is dropped); a new batch tensor every step (a data
+    loader) is not guessed at all (a wasted guess would run first and delay the step)."""
     def losses(T):
         x, y = T.tensor(BATCHED[0]), T.tensor(BATCHED[1])
         w = T.tensor(np.full((4, 3), 0.1, np.float32), requires_grad=True)
+        v = T.tensor(np.eye(3, dtype=np.float32), requires_grad=True)
         kept = []
         for step in range(40):
             i = (step * 10) % 100
-            loss = T.nn.functional.cross_entropy(x[i:i + 10] @ w, y[i:i + 10])
+            if batches == "sliced":
+                xb, yb = x[i:i + 10], y[i:i + 10]
+            else:
+                xb, yb = T.tensor(BATCHED[0][i:i + 10]), T.tensor(BATCHED[1][i:i + 10])
+            loss = T.nn.functional.cross_entropy(T.tanh(xb @ w) @ v, yb)
             loss.backward()
             with T.no_grad():
                 w -= 0.1 * w.grad
+                v -= 0.1 * v.grad
             w.grad.zero_()
+            v.grad.zero_()
             kept.append(loss.item())
         return kept
 
-    guesses, replayed = replaying.stats.guesses, replaying.stats.replayed
+    guesses, guessed, replayed = replaying.stats.guesses, replaying.stats.guessed, replaying.stats.replayed
     ours = losses(symgrad)
-    guesses, replayed = replaying.stats.guesses - guesses, replaying.stats.replayed - replayed
+    guesses, guessed = replaying.stats.guesses - guesses, replaying.stats.guessed - guessed
+    replayed = replaying.stats.replayed - replayed
     np.testing.assert_allclose(ours, losses(torch), **STEP_TOL)
-    assert guesses == 0
+    if not speed.fast or batches == "new tensors":
+        assert guesses == 0, guesses
+    else:  # all but the first steps and those after a wrap
+        assert guessed >= 20 and guesses > guessed, (guesses, guessed)
     if speed.fast:
         assert replayed >= 30, replayed
 
