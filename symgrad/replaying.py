@@ -27,7 +27,10 @@ tensor that a live view of the cycle aliases is off the trace.  A trace whose re
 back before their first backward earns the thread a rest (symgrad.cycles), longer each time.
 
 What a replayed step costs is Python: a cycle that saw the same carried tensors as the last one
-reuses its wiring (``_wired_as_before``) instead of building it again.
+reuses its wiring (``_wired_as_before``) instead of building it again.  A loop that reads after
+every step would leave XLA idle while that Python runs: there a cycle run at its backward
+dispatches the next one at once, on the state it left (a ``Guess``), which the next cycle takes
+if it passes the very arrays the guess ran on.
 
 Nothing here differentiates: the program is the symbolic backward the usual path compiled.
 """
