@@ -26,9 +26,9 @@ from symgrad import nn, autograd, linalg, optim, symbolic, viz  # noqa: E402
 from symgrad import tensor_methods as _methods  # noqa: E402,F401  (attaches the methods that are no op's)
 from symgrad import cycles as _cycles  # noqa: E402,F401  (attaches backward's two ends of a traced step)
 from symgrad.namespace import publish as _publish  # noqa: E402
-from symgrad.creation import (arange, as_tensor, bernoulli, eye, from_numpy, full, full_like,  # noqa: E402
-                              linspace, normal, ones, ones_like, rand, rand_like, randint, randint_like,
-                              randn, randn_like, randperm, tensor, zeros, zeros_like)
+from symgrad.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye, from_numpy, full,  # noqa: E402
+                              full_like, linspace, normal, ones, ones_like, rand, rand_like, randint,
+                              randint_like, randn, randn_like, randperm, tensor, zeros, zeros_like)
 from symgrad import random  # noqa: E402  (torch.random)
 from symgrad.random import (Generator, default_generator, get_rng_state, initial_seed,  # noqa: E402
                             manual_seed, seed, set_rng_state)
@@ -38,6 +38,7 @@ from symgrad.serialization import save  # noqa: E402
 from symgrad.export_artifact import load  # noqa: E402  (a checkpoint, or an exported gradient's directory)
 from symgrad.exporting import spec  # noqa: E402
 from symgrad import check  # noqa: E402
+from symgrad import utils  # noqa: E402  (torch.utils.data)
 from symgrad.check import crosscheck, gradcheck, gradgradcheck  # noqa: E402
 from symgrad.engine import plain_path  # noqa: E402
 from symgrad.nn.functional import cosine_similarity, pairwise_distance  # noqa: E402  (torch's too)

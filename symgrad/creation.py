@@ -101,6 +101,13 @@ def zeros(*dims, size=None, dtype=None, device=None, requires_grad: bool = False
     return _make(np.zeros(_size(dims if size is None else (size,))), dtype or dtypes.get_default_dtype(), requires_grad)
 
 
+def empty(*dims, size=None, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False,
+          memory_format=None) -> Tensor:
+    """PyTorch leaves an empty tensor's values unset: here they are zeros, which PyTorch may give
+    too (``pin_memory`` and ``memory_format`` change nothing on a JAX device)."""
+    return zeros(*dims, size=size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     devices.check(device)
     for name, size in (("n", n), ("m", m)):
@@ -134,6 +141,10 @@ def ones_like(input: Tensor, dtype=None, device=None, requires_grad: bool = Fals
 
 def zeros_like(input: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     return _like(zeros, input, dtype, requires_grad, device)
+
+
+def empty_like(input: Tensor, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
+    return _like(empty, input, dtype, requires_grad, device)
 
 
 def full_like(input: Tensor, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:

@@ -84,7 +84,7 @@ CAST = register(Op("to", "ToCopyBackward0", _infer_cast, lambda p, node, x: p.as
                    examples=(Example(((3, 4),), (dtypes.float64,)),)))
 CLONE = register(Op("clone", "CloneBackward0", lambda nodes: (nodes[0].shape, nodes[0].dtype),
                     lambda p, node, x: p.assign(x, node.shape, node.dtype.name, "clone", fold=False), saves=False,
-                    reference=lambda x: x, torch_fn=lambda t, x: x.clone(), examples=(Example(((3, 4),)),)))
+                    selects=True, reference=lambda x: x, torch_fn=lambda t, x: x.clone(), examples=(Example(((3, 4),)),)))
 COPY = register(Op("copy", "CopyBackwards", lambda nodes: (nodes[0].shape, nodes[0].dtype),
                    lambda p, node, x: p.assign(x, node.shape, node.dtype.name, "copy", fold=False), saves=False,
                    reference=lambda x: x, torch_fn=lambda t, x: t.zeros(x.shape, dtype=x.dtype).copy_(x),
