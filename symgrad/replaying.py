@@ -313,7 +313,7 @@ class Chain:
     one before it did dispatches the next one at once (a ``Guess``: the state it left, the same
     outside arrays), and the next cycle takes the guess's results when it passes the very arrays
     the guess ran on; else they are dropped (XLA ran them first: a wasted guess delays the cycle)
-    and guessing rests, twice as long each time a guess is wasted."""
+    and guessing rests, twice as long each time a guess is wasted (half as long after one taken)."""
 
     __slots__ = ("replayer", "carries", "tensors", "state", "signature", "outside", "records", "eager", "wait",
                  "guess", "guess_after", "guess_rest", "last_outside")
@@ -366,7 +366,7 @@ class Chain:
         guess, self.guess = self.guess, None
         if guess is not None and end - begin == 1 and guess.fits(self.signature, self.state, self.outside[begin]):
             roots, self.state = guess.roots, guess.state
-            self.guess_rest = 1
+            self.guess_rest = max(1, self.guess_rest // 2)  # (a guess taken every other step still rests)
             stats.guessed += 1
         else:
             if guess is not None:
@@ -387,14 +387,14 @@ class Chain:
         last, self.last_outside = self.last_outside, outside
         if self.records or self.state and self.state[0].__class__ is Node or last is None or len(last) != len(outside):
             return  # (a cycle still waits, the state is not all arrays yet, or this is the first)
-        if not all(map(is_, last, outside)):
-            outside = _strided(last, outside)
-            if outside is None:
-                return
         if self.guess_after:
             self.guess_after -= 1
             return
         try:
+            if not all(map(is_, last, outside)):
+                outside = _strided(last, outside)
+                if outside is None:
+                    return
             with deferred.on_arrays():
                 arrays = tuple([_array(node) for node in outside])
                 roots, state = self.replayer.loop.run(self.signature, self.replayer.fills(self.signature),
