@@ -443,3 +443,28 @@ def test_indexing_in_a_loop_records_one_node_per_call_and_compiles_once():
             compiles = codegen.stats.compiles
     assert codegen.stats.compiles == compiles
     assert len(set(totals)) > 6  # each step read its own indices
+
+
+def test_narrow_is_pytorchs_slice(torch):
+    """``narrow``: its values, gradient, ``grad_fn``, a write through it reaching the base (a view),
+    and PyTorch's errors."""
+    def seen(T):
+        out = []
+        for args in [(0, 5, 1), (0, 2, 3), (0, 1, -1), (0, -2, 2), (1, 0, 1)]:
+            try:
+                out.append(tuple(T.ones(4).narrow(*args).shape))
+            except (IndexError, RuntimeError) as error:
+                out.append((type(error).__name__, str(error)))
+        try:
+            T.tensor(1.0).narrow(0, 0, 1)
+        except RuntimeError as error:
+            out.append(str(error))
+        x = T.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+        v = T.narrow(x, -1, T.tensor(1), 2)
+        (v * v).sum().backward()
+        base = T.zeros(3, 4)
+        base.narrow(0, 1, 1).fill_(7.0)
+        out.append((type(v.grad_fn).__name__, v.tolist(), x.grad.tolist(), base.tolist()))
+        return out
+
+    assert seen(symgrad) == seen(torch)

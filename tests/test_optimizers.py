@@ -31,6 +31,7 @@ OPTIMIZERS = {
 }
 SCHEDULERS = {
     "step": lambda T, o: T.optim.lr_scheduler.StepLR(o, 3, 0.5),
+    "multistep": lambda T, o: T.optim.lr_scheduler.MultiStepLR(o, [2, 5, 5, 11], 0.5),
     "exponential": lambda T, o: T.optim.lr_scheduler.ExponentialLR(o, 0.9),
     "cosine": lambda T, o: T.optim.lr_scheduler.CosineAnnealingLR(o, 5, 0.001),
     "lambda": lambda T, o: T.optim.lr_scheduler.LambdaLR(o, lambda epoch: 0.95 ** epoch),

@@ -153,6 +153,23 @@ INDEX = register(Op("index", _index_name, lambda nodes, spec: (index_shape(nodes
                               Example(((3, 4),), (((2,), (1, 0, 3, 1), (1, 0, 4, 1)),)))))
 
 
+@INDEX.publish(Names(function=("narrow",), method=("narrow",)))
+def narrow(input, dim: int, start, length: int):
+    """``length`` entries of ``dim`` from ``start``: a slice, so a view of ``input``."""
+    if input.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    dim = dim_index(dim, input.ndim)
+    size, start = input.shape[dim], int(start)
+    if not -size <= start <= size:
+        raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], but got {start})")
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    start += size if start < 0 else 0
+    if start + length > size:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+    return input[(slice(None),) * dim + (slice(start, start + length),)]
+
+
 def _shape_arg(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])

@@ -1,9 +1,10 @@
-"""``torch.optim.lr_scheduler``: StepLR, ExponentialLR, CosineAnnealingLR, LambdaLR, with
+"""``torch.optim.lr_scheduler``: StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, LambdaLR, with
 PyTorch's chainable formulas (each step scales the group's current lr), so the lr sequence is
 PyTorch's to the last bit.  A changing lr is a Python float: the compiled step takes it as an
 input and does not recompile."""
 from __future__ import annotations
 
+import collections
 import math
 
 
@@ -52,6 +53,18 @@ class StepLR(LRScheduler):
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return self._current()
         return [lr * self.gamma for lr in self._current()]
+
+
+class MultiStepLR(LRScheduler):
+    """The rate times ``gamma`` at each milestone epoch (a milestone listed twice: twice)."""
+
+    def __init__(self, optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1):
+        self.milestones, self.gamma = collections.Counter(milestones), gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        times = self.milestones.get(self.last_epoch, 0)
+        return [lr * self.gamma ** times for lr in self._current()] if times else self._current()
 
 
 class ExponentialLR(LRScheduler):
