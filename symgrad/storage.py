@@ -202,6 +202,8 @@ def saves_input(node, position: int) -> bool:
         return False
     if op.name == "div":
         return inputs[1].requires_grad or (position == 1 and inputs[0].requires_grad)
+    if op.name == "remainder":  # x % number: the gradient is the cotangent; x % y reads both for y's
+        return inputs[1].op is not CONST and inputs[1].requires_grad
     return True
 
 

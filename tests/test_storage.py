@@ -426,3 +426,23 @@ def test_what_each_ops_backward_keeps_is_pytorchs(op, example, torch):
         theirs = _kept(torch, op, example, values, write_first)
         ours = _kept(symgrad, op, example, values, write_first)
         assert ours == theirs, ("written first" if write_first else "twice", ours, theirs)
+
+
+@pytest.mark.parametrize("divisor_requires_grad", [False, True])
+def test_remainder_keeps_its_input_only_for_the_divisors_gradient(torch, divisor_requires_grad):
+    """``x % 2.0`` and ``x % y`` backward as the cotangent for x: PyTorch keeps x (and y) only when
+    y needs a gradient, so a write to x after it raises only then (a random program found the
+    error raised where PyTorch raises none)."""
+    def run(T):
+        x = T.tensor(np.array([[1.0, 3.5, -2.0], [1.0, 1.0, 1.0]], dtype=np.float32), requires_grad=True)
+        y = T.tensor(np.full((2, 3), 1.5, np.float32), requires_grad=divisor_requires_grad)
+        r = T.remainder(x, 2.0) + T.remainder(x, y)
+        with T.no_grad():
+            x += 2.0
+        try:
+            (r * r).sum().backward()
+        except RuntimeError as error:
+            return str(error).split(" is at version")[0]
+        return x.grad.tolist()
+
+    assert run(symgrad) == run(torch)
