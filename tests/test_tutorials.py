@@ -1,5 +1,6 @@
 """PyTorch's beginner tutorials after autograd (tests/tutorials/: the polynomial fits with
-tensors, nn, optim and a user's Module, and the network whose graph changes every step), run
+tensors, nn, optim and a user's Module, the network whose graph changes every step, and the
+quickstart with its DataLoaders on synthetic data), run
 with ``import symgrad as torch`` and with PyTorch, seeded alike: the same printout, the
 seeded random starting values included (symgrad draws PyTorch's numbers)."""
 import contextlib
