@@ -105,6 +105,8 @@ def empty(*dims, size=None, dtype=None, device=None, requires_grad: bool = False
           memory_format=None) -> Tensor:
     """PyTorch leaves an empty tensor's values unset: here they are zeros, which PyTorch may give
     too (``pin_memory`` and ``memory_format`` change nothing on a JAX device)."""
+    if not dims and size is None:
+        raise TypeError('empty() missing 1 required positional arguments: "size"')
     return zeros(*dims, size=size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 

@@ -35,6 +35,8 @@ class Samples:
             return {"x": row, "n": int(Y[i]), "f": float(row[0])}
         if self.kind == "namedtuple":
             return Point(row, int(Y[i]))
+        if self.kind == "mappings":
+            return collections.OrderedDict(x=row, d=collections.defaultdict(int, n=int(Y[i])))
         return row, float(row[1]), int(Y[i]), "a"
 
 
@@ -43,7 +45,10 @@ def batches(T, make_loader, epochs=2):
     next numbers of the default generator."""
     T.manual_seed(3)
     loader = make_loader(T, data(T))
-    seen = [len(loader)]
+    try:
+        seen = [len(loader), len(iter(loader))]
+    except TypeError as error:  # a sampler without a length
+        seen = [str(error)]
     for _ in range(epochs):
         for batch in loader:
             seen.append(_flat(batch))
@@ -53,9 +58,10 @@ def batches(T, make_loader, epochs=2):
 
 def _flat(value):
     if hasattr(value, "numpy"):
-        return (str(value.dtype).replace("torch.", "").replace("symgrad.", ""), value.numpy().tolist())
+        grad_fn = type(value.grad_fn).__name__ if value.grad_fn is not None else None
+        return (str(value.dtype).replace("torch.", "").replace("symgrad.", ""), grad_fn, value.detach().numpy().tolist())
     if isinstance(value, dict):
-        return ("dict", {k: _flat(v) for k, v in value.items()})
+        return (type(value).__name__, {k: _flat(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, [_flat(v) for v in value])
     return value
@@ -83,6 +89,12 @@ LOADERS = {
     "tuples of numbers and arrays": lambda T, D: D.DataLoader(Samples("tuple"), batch_size=4, shuffle=True),
     "dicts": lambda T, D: D.DataLoader(Samples("dict"), batch_size=4),
     "namedtuples": lambda T, D: D.DataLoader(Samples("namedtuple"), batch_size=3, drop_last=True),
+    "ordered and default dicts": lambda T, D: D.DataLoader(Samples("mappings"), batch_size=4),
+    "fewer samples than a batch, dropped": lambda T, D: D.DataLoader(Samples("tuple"), batch_size=16, drop_last=True),
+    "a sampler without length": lambda T, D: D.DataLoader(D.TensorDataset(T.tensor(X)), batch_size=2,
+                                                          sampler=(i for i in (4, 2, 7))),
+    "a dataset that requires grad": lambda T, D: D.DataLoader(
+        D.TensorDataset(T.tensor(X[:9], requires_grad=True)), batch_size=4, shuffle=True),
 }
 
 
@@ -107,7 +119,9 @@ def test_a_stream(torch):
 
 @pytest.mark.parametrize("options", [dict(shuffle=True, sampler=[0, 1]), dict(batch_size=None, drop_last=True),
                                      dict(batch_sampler=[[0, 1]], batch_size=2), dict(batch_size=0),
-                                     dict(batch_size=2, drop_last=1)])
+                                     dict(batch_size=2, drop_last=1), dict(num_workers=-1), dict(timeout=-1),
+                                     dict(prefetch_factor=2), dict(persistent_workers=True),
+                                     dict(multiprocessing_context="spawn")])
 def test_options_refused_as_pytorch_refuses_them(torch, options):
     def error(T):
         D = data(T)
@@ -116,6 +130,31 @@ def test_options_refused_as_pytorch_refuses_them(torch, options):
         return type(caught.value), str(caught.value)
 
     assert error(symgrad) == error(torch)
+
+
+def test_streams_chained_and_loader_settings_fixed(torch):
+    """``stream + stream`` chains them; a loader's batching settings cannot change once made."""
+    def seen(T):
+        D = data(T)
+
+        class Stream(D.IterableDataset):
+            def __iter__(self):
+                return iter(range(3))
+        loader = D.DataLoader(Stream() + Stream(), batch_size=4)
+        with pytest.raises(ValueError) as caught:
+            loader.batch_size = 2
+        return [batch.tolist() for batch in loader], str(caught.value)
+
+    assert seen(symgrad) == seen(torch)
+
+
+def test_collating_strings_or_objects_in_arrays_is_refused(torch):
+    for T in (symgrad, torch):
+        for array in (np.array(["a", "b"]), np.array([object(), 1])):
+            with pytest.raises(TypeError, match=f"found {array.dtype}"):
+                data(T).default_collate([array, array])
+    with pytest.raises(TypeError, match="missing 1 required positional"):
+        symgrad.empty()
 
 
 def test_tensors_of_other_lengths_are_refused(torch):
