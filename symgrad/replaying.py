@@ -371,11 +371,7 @@ class Chain:
         else:
             if guess is not None:
                 self.guess_after, self.guess_rest = self.guess_rest, min(2 * self.guess_rest, deferred.MAX_WAIT)
-            with deferred.on_arrays():
-                state = [_array(s) for s in self.state]
-                outside = [tuple([_array(node) for node in step]) for step in self.outside[begin:end]]
-                roots, self.state = self.replayer.loop.run(self.signature, self.replayer.fills(self.signature),
-                                                           state, outside)
+            roots, self.state = self._dispatch(self.state, self.outside[begin:end])
         for k in range(begin, end):
             records[k].value, records[k].index = roots, k - begin
 
@@ -391,18 +387,23 @@ class Chain:
             self.guess_after -= 1
             return
         try:
-            if not all(map(is_, last, outside)):
+            if not _same(last, outside):
                 outside = _strided(last, outside)
                 if outside is None:
                     return
-            with deferred.on_arrays():
-                arrays = tuple([_array(node) for node in outside])
-                roots, state = self.replayer.loop.run(self.signature, self.replayer.fills(self.signature),
-                                                      self.state, [arrays])
+            roots, state = self._dispatch(self.state, [outside])
         except Exception:  # noqa: BLE001 - a guess never raises: the cycle it guessed runs on its own
             return
         self.guess = Guess(self.signature, self.state, outside, roots, state)
         stats.guesses += 1
+
+    def _dispatch(self, state, outsides):
+        """The program run from ``state`` for each cycle's outside arrays (nodes or arrays): the
+        cycles' roots and the state after them."""
+        with deferred.on_arrays():
+            arrays = [tuple([_array(node) for node in outside]) for outside in outsides]
+            return self.replayer.loop.run(self.signature, self.replayer.fills(self.signature),
+                                          [_array(s) for s in state], arrays)
 
     def settle(self) -> None:
         """Run, and give each carried tensor its node back (it is a plain tensor again)."""
@@ -438,8 +439,12 @@ class Guess:
     def fits(self, signature, state, outside) -> bool:
         """Whether a cycle of ``signature`` on ``state`` and ``outside`` passes the very arrays this
         ran on (then its results are this one's: a program is a function of its inputs)."""
-        return (signature is self.signature and len(state) == len(self.before) and len(outside) == len(self.outside)
-                and all(map(is_, state, self.before)) and all(map(is_, outside, self.outside)))
+        return signature is self.signature and _same(state, self.before) and _same(outside, self.outside)
+
+
+def _same(these, those) -> bool:
+    """Whether two sequences hold the very same objects (never ``==``: a tensor's is an op)."""
+    return len(these) == len(those) and all(map(is_, these, those))
 
 
 _ZEROS: dict = {}

@@ -63,8 +63,9 @@ class MultiStepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
-        times = self.milestones.get(self.last_epoch, 0)
-        return [lr * self.gamma ** times for lr in self._current()] if times else self._current()
+        if self.last_epoch not in self.milestones:
+            return self._current()
+        return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._current()]
 
 
 class ExponentialLR(LRScheduler):

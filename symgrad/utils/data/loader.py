@@ -87,7 +87,7 @@ class DataLoader:
         batched = batch_sampler is not None or isinstance(dataset, IterableDataset) and batch_size is not None
         self._collates = collate_fn is None
         self.collate_fn = collate_fn or (default_collate if batched else default_convert)
-        self._seeded = False  # persistent workers: seeded once, at the first epoch
+        self._seeded = False  # persistent workers seed once; set last: the settings above are fixed from now on
 
     def __setattr__(self, name, value):
         if name in _FIXED and "_seeded" in self.__dict__:
@@ -112,7 +112,7 @@ class DataLoader:
                                   f"device,ignore pin_memory_device='{self.pin_memory_device}'.", stacklevel=2)
                 warnings.warn(NO_ACCELERATOR, stacklevel=2)
             zeros((), dtype=dtypes.int64).random_(generator=self.generator)  # PyTorch's seed for its workers
-            self.__dict__["_seeded"] = True
+            self._seeded = True
         if isinstance(self.dataset, IterableDataset):
             batches = self._streamed()
         elif self._from_tensors():
