@@ -316,7 +316,7 @@ class Chain:
     and guessing rests, twice as long each time a guess is wasted (half as long after one taken)."""
 
     __slots__ = ("replayer", "carries", "tensors", "state", "signature", "outside", "records", "eager", "wait",
-                 "guess", "guess_after", "guess_rest", "last_outside")
+                 "guess", "guess_after", "guess_rest", "last_outside", "epoch")
 
     def __init__(self, replayer):
         self.replayer = replayer
@@ -324,6 +324,7 @@ class Chain:
         self.signature, self.outside, self.records = None, [], []
         self.eager, self.wait = 0, 8
         self.guess, self.guess_after, self.guess_rest, self.last_outside = None, 0, 1, None
+        self.epoch = 0  # counts the tensors that became carried or plain again (``Replayer._wired_as_before``)
 
     def append(self, signature, outside, record) -> None:
         if signature != self.signature:
@@ -481,6 +482,7 @@ def _restore(tensor, carry, value) -> None:
         mark(storage_of(tensor), carry.old, node)
     _node_slot.__set__(tensor, node)
     tensor.__class__ = carry.cls
+    carry.chain.epoch += 1
 
 
 # --------------------------------------------------------------------------- the replayer
@@ -512,7 +514,9 @@ class Replayer:
                 if slot is not None:
                     last[slot] = p
         self.pending_slots = [(p, slot) for slot, p in last.items() if p in self.computed]  # writes still held
-        self.wiring = None  # what the last cycle was wired from, and its wiring (``_wire``)
+        self.wiring = self.wiring_epoch = None  # what the last cycle was wired from, its wiring (``_wire``), and
+        # the chain's epoch when a cycle ended as wired
+        self.captured = []
         self._start()
         self.first = self.record  # still the record when it falls back: no backward was replayed
 
@@ -530,7 +534,10 @@ class Replayer:
     def _start(self) -> None:
         self.cursor = 0
         self.record = Record(self)
-        self.captured, self.latest, self.writes, self.made, self.taken = [], {}, [], [], set()
+        # the outside tensors of the last cycle, in their slots: while each slot takes the tensor it
+        # took then (``steady``), a tensor is taken on a glance (``_takes``); else on ``_capture``'s checks
+        self.before, self.captured, self.steady, self.taken = self.captured, [], True, None
+        self.latest, self.writes, self.made = {}, [], []
         self.views = []  # positions in ``made`` of the views made in this cycle
         self.mark = _grad_state.changes
 
@@ -538,46 +545,68 @@ class Replayer:
 
     def op(self, op, args, attrs):
         """The ``Traced`` result of ``op`` on ``args``, or None after falling back (off the trace).
-        Each operand is checked against its reference, the common cases spelled out (this runs for
-        every op of every replayed step)."""
+        An operand made earlier in the cycle is checked here, any other by ``_takes`` (this runs
+        for every op of every replayed step: one and two operands are spelled out)."""
         i = self.cursor
         entry = self.entries[i]
-        if (entry[0] is op and entry[2] is _grad_state.enabled and (entry[1] == attrs or self._moved(i, op, attrs, args))
-                and len(args) == len(entry[3])):
-            record, captured, refs = self.record, self.captured, entry[3]
-            for a, ref in zip(args, refs):
-                cls = a.__class__
-                if cls is Traced:
-                    if a._record is not record or a._position != ref:
-                        break
-                elif cls in _NUMBERS:
-                    if ref.__class__ is Number:
-                        if cls is not float or ref.dtype is not _default_float[0]:
-                            break
-                        floats, k = record.floats, ref.index
-                        if (floats[k] is not a if k < len(floats) else True) and not self._took(k, a):
-                            break  # (the same float object as before in the cycle: the common case)
-                    elif _scalars.get((cls, a, _default_float[0])) is not ref:
-                        break
-                elif ref.__class__ is tuple:
-                    slot = ref[0]
-                    if slot < len(captured):
-                        if captured[slot] is not a:
-                            break
-                    elif not self._capture(a, ref):
-                        break
-                elif ref.__class__ is int:
-                    if self.latest.get(id(a)) != ref:
-                        break
-                elif not isinstance(a, Tensor) or _raw(a, Tensor) is not ref:
-                    break
+        if entry[0] is op and entry[2] is _grad_state.enabled and (entry[1] == attrs or self._moved(i, op, attrs, args)):
+            record, refs, n = self.record, entry[3], len(args)
+            if n != len(refs):
+                pass
+            elif n == 2:
+                a, b = args
+                ra, rb = refs
+                if ((a._record is record and a._position == ra if a.__class__ is Traced else self._takes(a, ra))
+                        and (b._record is record and b._position == rb if b.__class__ is Traced else self._takes(b, rb))):
+                    return self._made(record, i, entry[4])
+            elif n == 1:
+                a, ra = args[0], refs[0]
+                if a._record is record and a._position == ra if a.__class__ is Traced else self._takes(a, ra):
+                    return self._made(record, i, entry[4])
             else:
-                self.cursor = i + 1
-                traced = Traced(record, i, entry[4])
-                self.made.append(traced)
-                return traced
+                for a, ref in zip(args, refs):
+                    if not (a._record is record and a._position == ref if a.__class__ is Traced else self._takes(a, ref)):
+                        break
+                else:
+                    return self._made(record, i, entry[4])
         self.fall_back()
         return None
+
+    def _made(self, record, position, kind):
+        """The op at ``position`` checked: its result."""
+        self.cursor = position + 1
+        traced = Traced(record, position, kind)
+        self.made.append(traced)
+        return traced
+
+    def _takes(self, a, ref) -> bool:
+        """Whether ``a`` (not a result of this cycle) is the operand ``ref`` names: a float of the
+        cycle, a constant number, an outside tensor's slot, a tensor written at a position of the
+        cycle, or a constant node."""
+        cls, rcls = a.__class__, ref.__class__
+        if rcls is tuple:
+            slot, captured = ref[0], self.captured
+            if slot < len(captured):
+                return captured[slot] is a
+            before = self.before
+            if self.steady and slot == len(captured) and slot < len(before) and before[slot] is a:
+                raw = _raw(a, Tensor)  # taken last cycle, in the same slot after the same ops: only its kind may differ
+                if raw.kind is ref[1] and (raw.__class__ is Node or raw.chain is self.chain):
+                    captured.append(a)
+                    return True
+            return self._capture(a, ref)
+        if cls in _NUMBERS:
+            if rcls is Number:
+                if cls is not float or ref.dtype is not _default_float[0]:
+                    return False
+                floats, k = self.record.floats, ref.index
+                return (k < len(floats) and floats[k] is a) or self._took(k, a)
+            return _scalars.get((cls, a, _default_float[0])) is ref
+        if cls is Traced:
+            return False
+        if rcls is int:
+            return self.latest.get(id(a)) == ref
+        return isinstance(a, Tensor) and _raw(a, Tensor) is ref
 
     def _took(self, index, value) -> bool:
         """Whether the float ``value`` can be the trace's ``index``-th (then it is, for this cycle):
@@ -671,16 +700,20 @@ class Replayer:
         cls = tensor.__class__
         if cls is Traced or cls is not Tensor and not isinstance(tensor, Tensor) or tensor._inference:
             return False
-        key = id(tensor)
-        if key in self.latest or key in self.taken:
+        key, taken = id(tensor), self.taken
+        if taken is None:
+            taken = self.taken = {id(t) for t in captured}
+        if key in self.latest or key in taken:
             return False
         node = _raw(tensor, Tensor)
         if node.kind is not ref[1] and node.__class__ is Node and outlived(node):
             engine.realize_outlived([node])  # as recording an op on it does first (``tensor.record``)
         if node.kind is not ref[1] or node.__class__ is Carry and node.chain is not self.chain:
             return False
-        self.taken.add(key)
+        taken.add(key)
         captured.append(tensor)
+        if self.steady and any(t is tensor for t in self.before):
+            self.steady = False  # (a tensor of the last cycle in another slot: it may be taken twice)
         return True
 
     def _carried(self, tensor, kind):
@@ -694,6 +727,7 @@ class Replayer:
         with self.lock:  # another thread may be running the chain
             chain = self.chain
             carry = Carry(chain, len(chain.carries), kind, node, tensor.__class__)
+            chain.epoch += 1
             chain.carries.append(carry)
             chain.tensors.append(tensor)
             chain.state.append(node)
@@ -788,7 +822,12 @@ class Replayer:
                 self.record.operands = [_operand(tensor) for tensor in captured]
                 if self.views:
                     self._register_views()
-            signature, outside = self._rewired(wired, owners) if wired else self._wire(owners)
+            if wired:
+                epoch = self.chain.epoch
+                signature, outside = self._rewired(wired, owners)
+                self.wiring_epoch = epoch if self.chain.epoch == epoch else None  # the cycle ends as wired
+            else:
+                signature, outside = self._wire(owners)
             for tensor in self.writes:  # the version counter counts each write
                 (tensor._storage or storage_of(tensor)).version += 1
             record = self.record
@@ -853,8 +892,9 @@ class Replayer:
         signature = (tuple(sources), tuple(outs))
         if side:  # the values computed aside (writes the program does not compute), in one program
             engine.realize([node for node in outside if node.__class__ is Node and node.value is None])
-        self.wiring = None
+        self.wiring, self.wiring_epoch = None, None
         if again:
+            self.wiring_epoch = chain.epoch
             carried = tuple([_carry_of(t) for t in captured])
             self.wiring = (carried, tuple([i for i in plain if carried[i] is None]), tuple(self.writes),
                            tuple([_raw(t, Tensor) for t in self.writes]), tuple(owners), grads,
@@ -874,13 +914,15 @@ class Replayer:
         captured, chain = self.captured, self.chain
         if len(captured) != len(carried) or len(self.writes) != len(writes) or len(chain.carries) != len(signature[1]):
             return None
-        for tensor, carry in zip(captured, carried):
-            raw = _raw(tensor, Tensor)
-            if raw is not carry and (carry is not None or raw.__class__ is Carry):
-                return None
-        for tensor, other, raw in zip(self.writes, writes, written):
-            if tensor is not other or _raw(tensor, Tensor) is not raw:
-                return None
+        if not (self.taken is None and len(captured) == len(self.before) and chain.epoch == self.wiring_epoch):
+            # (else the cycle took the last one's tensors and no tensor became carried or plain since: as before)
+            for tensor, carry in zip(captured, carried):
+                raw = _raw(tensor, Tensor)
+                if raw is not carry and (carry is not None or raw.__class__ is Carry):
+                    return None
+            for tensor, other, raw in zip(self.writes, writes, written):
+                if tensor is not other or _raw(tensor, Tensor) is not raw:
+                    return None
         for owner, before, grad, carry in zip(owners, owners_before, grads, carries):
             if owner is not before or owner._grad is not grad:
                 return None

@@ -246,6 +246,32 @@ def test_tensors_swapped_for_others_between_replayed_steps(torch):
     compare(torch, body, steps=80)
 
 
+def test_operands_that_change_slots_between_replayed_steps(torch):
+    """A replayed step takes the last step's tensors on a glance while each comes in the slot it
+    came in before: here two inputs swap slots, or one comes in both (written in place between
+    its two uses, so the second use must see the write) now and then; every step PyTorch's."""
+    rng = np.random.default_rng(4)
+    inputs = [rng.standard_normal(5).astype(np.float32) for _ in range(2)]
+
+    def body(T, s, step):
+        if step == 0:
+            s["u"], s["v"] = (T.tensor(a) for a in inputs)
+        first, second = ((s["v"], s["u"]) if step % 9 == 4 else (s["v"], s["v"]) if step % 13 == 7
+                         else (s["u"], s["u"]) if step % 17 == 11 else (s["u"], s["v"]))
+        z = T.matmul(first + 0.0, s["w"])
+        with T.no_grad():
+            first += 0.01
+        loss = T.nn.functional.binary_cross_entropy_with_logits(z + T.matmul(second + 0.0, s["w"]) + s["b"], s["y"])
+        loss.backward()
+        update(T, s)
+        zero(s)
+        return values(loss, s["w"], s["u"], s["v"])
+
+    replayed = compare(torch, body, steps=70)
+    if speed.fast:
+        assert replayed >= 30
+
+
 def test_a_step_that_leaves_its_trace_every_time_rests(torch):
     """A metric of the last step's prediction read after the update (a training accuracy): each
     replay falls back at that read, before its backward.  After ``FRUITLESS`` such replays in a
