@@ -63,6 +63,7 @@ WRITE, FILL, BACKWARD = "write", "fill", "backward"
 SLOT, WRITTEN, GRAD = 0, 1, 2  # where a program input comes from: an outside operand, a write, a .grad
 FLOAT, START, FIXED = 0, 1, 2  # where a program's number input comes from: a float, an indexing's start, a constant
 _NUMBERS = frozenset((int, float, bool))
+_new = object.__new__
 _node_slot = Tensor.__dict__["_node"]
 _raw = _node_slot.__get__  # a tensor's node slot as it is: a Node, or the Carry of a carried tensor
 
@@ -263,14 +264,10 @@ class Record:
 
 class Traced(_Kinded, Tensor):
     """The result of a replayed op: its cycle's record, its position and kind.  Asking its node
-    makes the cycle going on fall back (a done cycle builds its graph, freed, instead)."""
+    makes the cycle going on fall back (a done cycle builds its graph, freed, instead).  Made by
+    ``Replayer.op`` alone, its slots set there (no ``__init__`` frame: one is made per op)."""
 
     __slots__ = ("_record", "_position", "_kind")
-
-    def __init__(self, record, position, kind):
-        self._record, self._position, self._kind = record, position, kind
-        self._grad = self._view = self._storage = None
-        self._inference = False
 
     @property
     def _node(self):
@@ -552,32 +549,28 @@ class Replayer:
         if entry[0] is op and entry[2] is _grad_state.enabled and (entry[1] == attrs or self._moved(i, op, attrs, args)):
             record, refs, n = self.record, entry[3], len(args)
             if n != len(refs):
-                pass
+                ok = False
             elif n == 2:
                 a, b = args
                 ra, rb = refs
-                if ((a._record is record and a._position == ra if a.__class__ is Traced else self._takes(a, ra))
-                        and (b._record is record and b._position == rb if b.__class__ is Traced else self._takes(b, rb))):
-                    return self._made(record, i, entry[4])
+                ok = ((a._record is record and a._position == ra if a.__class__ is Traced else self._takes(a, ra))
+                      and (b._record is record and b._position == rb if b.__class__ is Traced else self._takes(b, rb)))
             elif n == 1:
                 a, ra = args[0], refs[0]
-                if a._record is record and a._position == ra if a.__class__ is Traced else self._takes(a, ra):
-                    return self._made(record, i, entry[4])
+                ok = a._record is record and a._position == ra if a.__class__ is Traced else self._takes(a, ra)
             else:
-                for a, ref in zip(args, refs):
-                    if not (a._record is record and a._position == ref if a.__class__ is Traced else self._takes(a, ref)):
-                        break
-                else:
-                    return self._made(record, i, entry[4])
+                ok = all(a._record is record and a._position == ref if a.__class__ is Traced else self._takes(a, ref)
+                         for a, ref in zip(args, refs))
+            if ok:
+                self.cursor = i + 1
+                traced = _new(Traced)
+                traced._record, traced._position, traced._kind = record, i, entry[4]
+                traced._grad = traced._view = traced._storage = None
+                traced._inference = False
+                self.made.append(traced)
+                return traced
         self.fall_back()
         return None
-
-    def _made(self, record, position, kind):
-        """The op at ``position`` checked: its result."""
-        self.cursor = position + 1
-        traced = Traced(record, position, kind)
-        self.made.append(traced)
-        return traced
 
     def _takes(self, a, ref) -> bool:
         """Whether ``a`` (not a result of this cycle) is the operand ``ref`` names: a float of the
@@ -747,7 +740,7 @@ class Replayer:
                     tensor._position, self.cursor = i, i + 1
                     return True
             elif (tensor._view is None and not tensor._inference and not (_grad_state.enabled and entry[3])
-                    and not _shares(tensor) and not (self.views and self._viewed(tensor))
+                    and (tensor._storage is None or not _shares(tensor)) and not (self.views and self._viewed(tensor))
                     and self._names(tensor, entry[1]) and self._wrote(tensor, entry[4], None, i)):
                 return True
         self.fall_back()
@@ -760,8 +753,8 @@ class Replayer:
         if (entry[0] is FILL and _grad_state.changes == self.mark and tensor.__class__ is not Traced
                 and isinstance(tensor, Tensor) and tensor._view is None and not tensor._inference):
             kind = _raw(tensor, Tensor).kind
-            if (kind is not None and not (kind.requires_grad and _grad_state.enabled) and not _shares(tensor)
-                    and not (self.views and self._viewed(tensor))
+            if (kind is not None and not (kind.requires_grad and _grad_state.enabled)
+                    and (tensor._storage is None or not _shares(tensor)) and not (self.views and self._viewed(tensor))
                     and self._fills_with(i, value, kind.dtype) and self._names(tensor, entry[1])
                     and self._wrote(tensor, self.fill_kinds[i], entry[3], i)):
                 return True
@@ -781,9 +774,13 @@ class Replayer:
     def _wrote(self, tensor, kind, fill, position) -> bool:
         """``tensor`` written at ``position`` (a fill of the constant ``fill``, or None): carried from
         now on; False when another thread's chain carries it."""
-        carry = self._carried(tensor, kind)
-        if carry is None:
-            return False
+        carry = _raw(tensor, Tensor)
+        if carry.__class__ is Carry and carry.chain is self.chain:  # (carried already, as mostly)
+            carry.kind = kind
+        else:
+            carry = self._carried(tensor, kind)
+            if carry is None:
+                return False
         carry.fill = fill
         self.latest[id(tensor)] = position
         self.writes.append(tensor)
