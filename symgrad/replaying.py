@@ -812,8 +812,10 @@ class Replayer:
             if (hooks.leaves or hooks.on_nodes.data) and self._hooked(owners):
                 self.fall_back()
                 return False
-            held = [weakref.ref(traced) for traced in self.made
-                    if traced is not root and sys.getrefcount(traced) > 3]  # results held after the backward
+            made = self.made
+            counts = list(map(sys.getrefcount, made))  # 2: held by ``made`` and the count alone
+            held = [weakref.ref(traced) for traced, count in zip(made, counts) if count > 2 and traced is not root
+                    ] if len(made) - counts.count(2) > 1 else None  # results held after the backward (the root is)
             if held:
                 self.record.held = held
                 self.record.operands = [_operand(tensor) for tensor in captured]
