@@ -351,7 +351,7 @@ class Chain:
                 self.wait = 8
         begin = 0
         for k in range(1, count):
-            if records[k].holds():
+            if records[k].held is not None and records[k].holds():
                 self._run(begin, k)
                 begin = k
         self._run(begin, count)
@@ -370,8 +370,8 @@ class Chain:
             if guess is not None:
                 self.guess_after, self.guess_rest = self.guess_rest, min(2 * self.guess_rest, deferred.MAX_WAIT)
             roots, self.state = self._dispatch(self.state, self.outside[begin:end])
-        for k in range(begin, end):
-            records[k].value, records[k].index = roots, k - begin
+        for index, record in enumerate(records[begin:end]):
+            record.value, record.index = roots, index
 
     def _next_guess(self, outside) -> None:
         """The next cycle dispatched now, from the state this one left and the outside arrays it
@@ -399,7 +399,13 @@ class Chain:
         """The program run from ``state`` for each cycle's outside arrays (nodes or arrays): the
         cycles' roots and the state after them."""
         with deferred.on_arrays():
-            arrays = [tuple([_array(node) for node in outside]) for outside in outsides]
+            converted = {}  # (cycles wired as before pass the very same tuple)
+            arrays = []
+            for outside in outsides:
+                array = converted.get(id(outside))
+                if array is None:
+                    array = converted[id(outside)] = tuple([_array(node) for node in outside])
+                arrays.append(array)
             return self.replayer.loop.run(self.signature, self.replayer.fills(self.signature),
                                           [_array(s) for s in state], arrays)
 
@@ -513,6 +519,7 @@ class Replayer:
         self.pending_slots = [(p, slot) for slot, p in last.items() if p in self.computed]  # writes still held
         self.wiring = self.wiring_epoch = None  # what the last cycle was wired from, its wiring (``_wire``), and
         # the chain's epoch when a cycle ended as wired
+        self.wired_outside = None  # the outside arrays a cycle wired as before passed
         self.captured = []
         self._start()
         self.first = self.record  # still the record when it falls back: no backward was replayed
@@ -931,8 +938,13 @@ class Replayer:
                     return None
             elif _raw(grad, Tensor) is not carry:
                 return None
-        plain = [_raw(captured[i], Tensor) for i in plain]
-        return signature, tuple(plain + self._number_inputs() if self.plan.numbers else plain)
+        outside = [_raw(captured[i], Tensor) for i in plain]
+        if self.plan.numbers:
+            outside += self._number_inputs()
+        last = self.wired_outside
+        if last is None or not _same(outside, last):
+            last = self.wired_outside = tuple(outside)
+        return signature, last  # (the same tuple again: a scan converts it once and passes it once)
 
     def _rewired(self, wired, owners):
         """The last cycle's wiring, used again: the ``.grad`` slots take the backward's outputs."""
