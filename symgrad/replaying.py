@@ -27,11 +27,11 @@ tensor that a live view of the cycle aliases is off the trace.  A trace whose re
 back before their first backward earns the thread a rest (symgrad.cycles), longer each time.
 
 What a replayed step costs is Python: a cycle takes the last cycle's outside tensors on a glance
-while each comes in the slot it came in then (``_takes``), and one that saw the same carried tensors
-as the last one reuses its wiring (``_wired_as_before``) instead of building it again.  A loop that reads after
-every step would leave XLA idle while that Python runs: there a cycle run at its backward
-dispatches the next one at once, on the state it left (a ``Guess``), which the next cycle takes
-if it passes the very arrays the guess ran on.
+while each comes in the slot it came in then (``_takes``), and one that saw the same carried
+tensors as the last one reuses its wiring (``_wired_as_before``) instead of building it again.  A
+loop that reads after every step would leave XLA idle while that Python runs: there a cycle run at
+its backward dispatches the next one at once, on the state it left (a ``Guess``), which the next
+cycle takes if it passes the very arrays the guess ran on.
 
 Nothing here differentiates: the program is the symbolic backward the usual path compiled.
 """
@@ -603,8 +603,6 @@ class Replayer:
                 floats, k = self.record.floats, ref.index
                 return (k < len(floats) and floats[k] is a) or self._took(k, a)
             return _scalars.get((cls, a, _default_float[0])) is ref
-        if cls is Traced:
-            return False
         if rcls is int:
             return self.latest.get(id(a)) == ref
         return isinstance(a, Tensor) and _raw(a, Tensor) is ref
