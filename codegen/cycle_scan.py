@@ -64,11 +64,7 @@ class Loop:
             arrays = self.fills[signature] = {k: jnp.full(shape, v, dtype) for k, (shape, v, dtype) in fills.items()}
         fills = arrays
         if len(outside) == LENGTH:
-            first = outside[0]
-            if all([a is first for a in outside]):  # (steps passing the very same arrays, as mostly)
-                invariant = (True,) * len(first)
-            else:
-                invariant = tuple(all(a[j] is first[j] for a in outside) for j in range(len(first)))
+            invariant = tuple(all(a[j] is outside[0][j] for a in outside) for j in range(len(outside[0])))
             key = (signature, invariant)
             scan = self.scans.get(key, 0)
             if scan == 0:

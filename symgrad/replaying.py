@@ -400,13 +400,7 @@ class Chain:
         """The program run from ``state`` for each cycle's outside arrays (nodes or arrays): the
         cycles' roots and the state after them."""
         with deferred.on_arrays():
-            converted = {}  # (cycles wired as before pass the very same tuple)
-            arrays = []
-            for outside in outsides:
-                array = converted.get(id(outside))
-                if array is None:
-                    array = converted[id(outside)] = tuple([_array(node) for node in outside])
-                arrays.append(array)
+            arrays = [tuple([_array(node) for node in outside]) for outside in outsides]
             return self.replayer.loop.run(self.signature, self.replayer.fills(self.signature),
                                           [_array(s) for s in state], arrays)
 
@@ -520,7 +514,6 @@ class Replayer:
         self.pending_slots = [(p, slot) for slot, p in last.items() if p in self.computed]  # writes still held
         self.wiring = self.wiring_epoch = None  # what the last cycle was wired from, its wiring (``_wire``), and
         # the chain's epoch when a cycle ended as wired
-        self.wired_outside = None  # the outside arrays a cycle wired as before passed
         self.captured = []
         self._start()
         self.first = self.record  # still the record when it falls back: no backward was replayed
@@ -539,9 +532,9 @@ class Replayer:
     def _start(self) -> None:
         self.cursor = 0
         self.record = Record(self)
-        # the outside tensors of the last cycle, in their slots: while each slot takes the tensor it
-        # took then (``steady``), a tensor is taken on a glance (``_takes``); else on ``_capture``'s checks
-        self.before, self.captured, self.steady, self.taken = self.captured, [], True, None
+        # the outside tensors of the last cycle, in their slots: a slot that takes the tensor it took then
+        # takes it on a glance (``_takes``); ``taken`` (ids) is made at the first that does not
+        self.before, self.captured, self.taken = self.captured, [], None
         self.latest, self.writes, self.made = {}, [], []
         self.views = []  # positions in ``made`` of the views made in this cycle
         self.mark = _grad_state.changes
@@ -567,8 +560,12 @@ class Replayer:
                 a, ra = args[0], refs[0]
                 ok = a._record is record and a._position == ra if a.__class__ is Traced else self._takes(a, ra)
             else:
-                ok = all(a._record is record and a._position == ref if a.__class__ is Traced else self._takes(a, ref)
-                         for a, ref in zip(args, refs))
+                ok = True
+                for a, ref in zip(args, refs):
+                    if not (a._record is record and a._position == ref if a.__class__ is Traced
+                            else self._takes(a, ref)):
+                        ok = False
+                        break
             if ok:
                 self.cursor = i + 1
                 traced = _new(Traced)
@@ -590,9 +587,14 @@ class Replayer:
             if slot < len(captured):
                 return captured[slot] is a
             before = self.before
-            if self.steady and slot == len(captured) and slot < len(before) and before[slot] is a:
-                raw = _raw(a, Tensor)  # taken last cycle, in the same slot after the same ops: only its kind may differ
-                if raw.kind is ref[1] and (raw.__class__ is Node or raw.chain is self.chain):
+            if slot < len(before) and before[slot] is a and slot == len(captured):
+                # the tensor this slot took last cycle: what ``_capture`` asks of the object itself holds
+                # still; what it asks of this cycle is asked again
+                key, taken, raw = id(a), self.taken, _raw(a, Tensor)
+                if (raw.kind is ref[1] and (raw.__class__ is Node or raw.chain is self.chain) and key not in self.latest
+                        and (taken is None or key not in taken)):
+                    if taken is not None:
+                        taken.add(key)
                     captured.append(a)
                     return True
             return self._capture(a, ref)
@@ -701,7 +703,7 @@ class Replayer:
             return False
         key, taken = id(tensor), self.taken
         if taken is None:
-            taken = self.taken = {id(t) for t in captured}
+            taken = self.taken = set(map(id, captured))
         if key in self.latest or key in taken:
             return False
         node = _raw(tensor, Tensor)
@@ -711,8 +713,6 @@ class Replayer:
             return False
         taken.add(key)
         captured.append(tensor)
-        if self.steady and any(t is tensor for t in self.before):
-            self.steady = False  # (a tensor of the last cycle in another slot: it may be taken twice)
         return True
 
     def _carried(self, tensor, kind):
@@ -812,6 +812,7 @@ class Replayer:
             captured = self.captured
             owners = [captured[j] for j in plan.owners]
             wired = self._wired_as_before(owners)
+            self.before = ()  # (the glances are over: ``_carry_gradient`` counts who else holds a .grad)
             if wired is None and not self._holds(owners):
                 self.fall_back()
                 return False
@@ -937,13 +938,8 @@ class Replayer:
                     return None
             elif _raw(grad, Tensor) is not carry:
                 return None
-        outside = [_raw(captured[i], Tensor) for i in plain]
-        if self.plan.numbers:
-            outside += self._number_inputs()
-        last = self.wired_outside
-        if last is None or not _same(outside, last):
-            last = self.wired_outside = tuple(outside)
-        return signature, last  # (the same tuple again: a scan converts it once and passes it once)
+        plain = [_raw(captured[i], Tensor) for i in plain]
+        return signature, tuple(plain + self._number_inputs() if self.plan.numbers else plain)
 
     def _rewired(self, wired, owners):
         """The last cycle's wiring, used again: the ``.grad`` slots take the backward's outputs."""
