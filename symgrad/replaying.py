@@ -26,9 +26,9 @@ read.  A view made in a cycle joins its base's storage only if it outlives the c
 tensor that a live view of the cycle aliases is off the trace.  A trace whose replays keep falling
 back before their first backward earns the thread a rest (symgrad.cycles), longer each time.
 
-What a replayed step costs is Python: a cycle takes the last cycle's outside tensors on a glance
-while each comes in the slot it came in then (``_takes``), and one that saw the same carried
-tensors as the last one reuses its wiring (``_wired_as_before``) instead of building it again.  A
+What a replayed step costs is Python: an outside tensor that comes in the slot it came in last
+cycle is taken on a glance (``_takes``), and a cycle that saw the same carried tensors as the last
+one reuses its wiring (``_wired_as_before``) instead of building it again.  A
 loop that reads after every step would leave XLA idle while that Python runs: there a cycle run at
 its backward dispatches the next one at once, on the state it left (a ``Guess``), which the next
 cycle takes if it passes the very arrays the guess ran on.
