@@ -362,15 +362,19 @@ class Chain:
         records = self.records
         if records[begin].holds():
             records[begin].start = list(self.state)
+        # the slots the cycles were wired with; a tensor the cycle going on made carried since waits
+        width = len(self.signature[1])
+        state, later = self.state[:width], self.state[width:]
         guess, self.guess = self.guess, None
-        if guess is not None and end - begin == 1 and guess.fits(self.signature, self.state, self.outside[begin]):
-            roots, self.state = guess.roots, guess.state
+        if guess is not None and end - begin == 1 and guess.fits(self.signature, state, self.outside[begin]):
+            roots, state = guess.roots, guess.state
             self.guess_rest = max(1, self.guess_rest // 2)  # (a guess taken every other step still rests)
             stats.guessed += 1
         else:
             if guess is not None:
                 self.guess_after, self.guess_rest = self.guess_rest, min(2 * self.guess_rest, deferred.MAX_WAIT)
-            roots, self.state = self._dispatch(self.state, self.outside[begin:end])
+            roots, state = self._dispatch(state, self.outside[begin:end])
+        self.state = list(state) + later
         for index, record in enumerate(records[begin:end]):
             record.value, record.index = roots, index
 
@@ -1118,6 +1122,8 @@ class Replayer:
             return None
         if record.start is None:  # still in the chain: run it up to here
             self.chain.run()
+            if record.start is None:  # (its held results died meanwhile: the run kept no start)
+                return None
         slots = {}
         for slot, operand in enumerate(record.operands):
             if operand.__class__ is tuple:

@@ -272,6 +272,52 @@ def test_operands_that_change_slots_between_replayed_steps(torch):
         assert replayed >= 30
 
 
+def test_a_gradient_kept_from_two_steps_ago_written_every_step(torch):
+    """``.grad`` set to None each step, every step's gradient kept, and the one from two steps ago
+    doubled in place: that write makes a tensor carried while cycles wait in the chain, whose run
+    must keep its slot (it was lost, and every later op raised IndexError); every step PyTorch's."""
+    def body(T, s, step):
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        olds = s.setdefault("olds", [])
+        olds.append(s["w"].grad)
+        update(T, s)
+        s["w"].grad = None
+        s["b"].grad.zero_()
+        if len(olds) > 2:
+            with T.no_grad():
+                olds[-3].mul_(2.0)
+        return values(loss, s["w"], *olds[-3:])
+
+    compare(torch, body, steps=30, replays=None)
+
+
+def test_old_losses_read_with_detach_after_the_loop(torch):
+    """Every step's loss kept, and every sixth prediction: a cycle's held prediction dies before
+    its loss is read (``detach()``) after the loop, which then builds the cycle's graph without the
+    operands it no longer keeps (it raised TypeError); the values are PyTorch's."""
+    def losses_read_after(T):
+        x, y, w, b = net(T)
+        losses, predictions = [], []
+        for step in range(30):
+            prediction = T.matmul(x, w) + b
+            loss = T.nn.functional.binary_cross_entropy_with_logits(prediction, y)
+            loss.backward()
+            with T.no_grad():
+                w -= 0.05 * w.grad
+            w.grad = b.grad = None
+            losses.append(loss)
+            if step % 6 == 0:
+                predictions.append(prediction)
+        return [loss.detach().numpy() for loss in losses] + [p.detach().numpy() for p in predictions]
+
+    before = replaying.stats.replayed
+    ours = losses_read_after(symgrad)
+    assert (replaying.stats.replayed > before) == speed.fast
+    for a, b in zip(ours, losses_read_after(torch), strict=True):
+        np.testing.assert_allclose(a, b, **STEP_TOL)
+
+
 def test_a_step_that_leaves_its_trace_every_time_rests(torch):
     """A metric of the last step's prediction read after the update (a training accuracy): each
     replay falls back at that read, before its backward.  After ``FRUITLESS`` such replays in a
