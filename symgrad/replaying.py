@@ -352,7 +352,7 @@ class Chain:
                 self.wait = 8
         begin = 0
         for k in range(1, count):
-            if records[k].held is not None and records[k].holds():
+            if records[k].holds():
                 self._run(begin, k)
                 begin = k
         self._run(begin, count)
@@ -582,9 +582,9 @@ class Replayer:
         return None
 
     def _takes(self, a, ref) -> bool:
-        """Whether ``a`` (not a result of this cycle) is the operand ``ref`` names: a float of the
-        cycle, a constant number, an outside tensor's slot, a tensor written at a position of the
-        cycle, or a constant node."""
+        """Whether ``a`` (not a result of this cycle) is what ``ref`` names, as an operand or as the
+        target of a write: a float of the cycle, a constant number, an outside tensor's slot, a
+        tensor written at a position of the cycle, or a constant node."""
         cls, rcls = a.__class__, ref.__class__
         if rcls is tuple:
             slot, captured = ref[0], self.captured
@@ -646,18 +646,6 @@ class Replayer:
         record = self.record
         return [_float_array(record.floats[a]) if tag == FLOAT else _start_array(record.moved[a][1][b]) if tag == START
                 else a for tag, a, b in self.plan.numbers]
-
-    def _names(self, tensor, ref) -> bool:
-        """Whether ``ref`` names ``tensor``: the slot it fills (or fills now), the write it last took
-        in this cycle, or the constant node it holds."""
-        rcls = ref.__class__
-        if rcls is tuple:
-            slot = ref[0]
-            captured = self.captured
-            return captured[slot] is tensor if slot < len(captured) else self._capture(tensor, ref)
-        if rcls is int:
-            return self.latest.get(id(tensor)) == ref
-        return _raw(tensor, Tensor) is ref
 
     def viewed(self, view, base, step) -> None:
         """``view`` (a Traced) aliases ``base`` through ``step``.  It joins its base's storage only
@@ -751,7 +739,7 @@ class Replayer:
                     return True
             elif (tensor._view is None and not tensor._inference and not (_grad_state.enabled and entry[3])
                     and (tensor._storage is None or not _shares(tensor)) and not (self.views and self._viewed(tensor))
-                    and self._names(tensor, entry[1]) and self._wrote(tensor, entry[4], None, i)):
+                    and self._takes(tensor, entry[1]) and self._wrote(tensor, entry[4], None, i)):
                 return True
         self.fall_back()
         return False
@@ -765,7 +753,7 @@ class Replayer:
             kind = _raw(tensor, Tensor).kind
             if (kind is not None and not (kind.requires_grad and _grad_state.enabled)
                     and (tensor._storage is None or not _shares(tensor)) and not (self.views and self._viewed(tensor))
-                    and self._fills_with(i, value, kind.dtype) and self._names(tensor, entry[1])
+                    and self._fills_with(i, value, kind.dtype) and self._takes(tensor, entry[1])
                     and self._wrote(tensor, self.fill_kinds[i], entry[3], i)):
                 return True
         self.fall_back()
