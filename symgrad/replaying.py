@@ -25,6 +25,10 @@ its loss) keep, while they live, the state their cycle began from, and are compu
 read.  A view made in a cycle joins its base's storage only if it outlives the cycle; a write to a
 tensor that a live view of the cycle aliases is off the trace.  A trace whose replays keep falling
 back before their first backward earns the thread a rest (symgrad.cycles), longer each time.
+Another thread that needs a carried tensor or a result of the cycle going on (the replaying thread
+ended, waits, or hands its steps to another) takes the cycle over (``_hand_over``): the chain
+settles and the cycle's writes so far are made for real, so the other thread sees them and its own
+changes land on them; the replaying thread falls back at its next step.
 
 What a replayed step costs is Python: an outside tensor that comes in the slot it came in last
 cycle is taken on a glance (``_takes``), and a cycle that saw the same carried tensors as the last
@@ -540,6 +544,7 @@ class Replayer:
         # takes it on a glance (``_takes``); ``taken`` (ids) is made at the first that does not
         self.before, self.captured, self.taken = self.captured, [], None
         self.latest, self.writes, self.made = {}, [], []
+        self.handed = None  # another thread's hand-over: the nodes it made of this cycle, and its slots
         self.views = []  # positions in ``made`` of the views made in this cycle
         self.mark = _grad_state.changes
 
@@ -1035,31 +1040,50 @@ class Replayer:
             return record.value[record.index]
 
     def node_of(self, tensor, carry):
-        """A node of a carried tensor's values, for whoever reads it (the tensor stays carried): the
-        chain's value, or a write of this cycle computed on the side from what the cycle saw."""
+        """A node of a carried tensor's values, for this thread's reads (the tensor stays carried):
+        the chain's value, or a write of this cycle computed on the side from what the cycle saw.
+        Another thread takes the cycle over first (``_hand_over``): it reads the tensor's own node."""
         with self.lock:
             node = _raw(tensor, Tensor)
             if node is not carry:
                 return node
-            if threading.get_ident() == self.thread:
-                position = self.latest.get(id(tensor))
-                if position is not None:
-                    return self._peeked(self.cursor)[position]
+            if threading.get_ident() != self.thread:
+                self._hand_over()
+                return _raw(tensor, Tensor)
+            position = self.latest.get(id(tensor))
+            if position is not None:
+                return self._peeked(self.cursor)[position]
             self.chain.run()
             return _leaf(carry.kind, self.chain.state[carry.index], tensor)
 
     def release(self, tensor, carry) -> None:
         """A carried tensor is about to take another node: this thread's cycle falls back (between
-        cycles, the chain settles); in another thread, the chain settles and this thread's cycle
-        falls back at its next step."""
+        cycles, the chain settles); another thread takes the cycle over (``_hand_over``)."""
         with self.lock:
             if _raw(tensor, Tensor) is not carry:
                 return
-            if threading.get_ident() == self.thread and self.cursor:
+            if threading.get_ident() != self.thread:
+                self._hand_over()
+            elif self.cursor:
                 self.fall_back()
             else:
                 self.chain.settle()
-                self.mark = -1  # off the trace: the thread's next write or backward falls back
+
+    def _hand_over(self) -> None:
+        """Another thread needs a carried tensor's node, to read it or to give it another (the
+        replaying thread may have ended, or wait): the chain settles, what this cycle replayed so
+        far is made and written for real (the other thread sees those writes, as in PyTorch, and
+        its own land on them), and this thread falls back from there at its next write or backward."""
+        self.chain.settle()
+        real, slots = self._unseen(self._nodes, upto=self.cursor, rebind=True)
+        for traced in self.made:
+            _node_slot.__set__(traced, real[traced._position])
+        if self.views:
+            self._register_views()
+        self.handed = (real, slots)
+        # off the trace: what the other thread does next may change any operand, so this thread's next
+        # op, write, fill or backward falls back (the cursor at the trace's end matches none of them)
+        self.mark, self.cursor, self.latest = -1, len(self.entries) - 1, {}
 
     def value_of(self, traced):
         """The values of a Traced tensor that has no node."""
@@ -1072,8 +1096,8 @@ class Replayer:
         return engine.array(traced._node)
 
     def node_for(self, traced):
-        """The node of a Traced tensor: this thread's cycle falls back; another thread's current
-        cycle is computed on the side; a done cycle gets its graph (from the operands it kept if
+        """The node of a Traced tensor: this thread's cycle falls back; another thread takes the cycle
+        going on over (``_hand_over``); a done cycle gets its graph (from the operands it kept if
         results were held at its backward, else leaves standing for them), freed, and its root's
         value."""
         with self.lock:
@@ -1097,7 +1121,9 @@ class Replayer:
                 self.fall_back()
                 return _node_slot.__get__(traced, Tensor)
             elif record is self.record:
-                node = self._peeked(self.cursor)[traced._position]
+                if self.handed is None:
+                    self._hand_over()
+                return _node_slot.__get__(traced, Tensor)
             else:
                 raise RuntimeError("a replayed result of a cycle that fell back has no node")  # pragma: no cover
             _node_slot.__set__(traced, node)
@@ -1203,16 +1229,20 @@ class Replayer:
         with self.lock:
             if _grad_state.cycle is not self:
                 return
-            self.chain.settle()
-            enabled = _grad_state.enabled
-            try:
-                real, slots = self._nodes(upto=self.cursor, rebind=True)
-            finally:
-                _grad_state.enabled = enabled
-            for traced in self.made:
-                _node_slot.__set__(traced, real[traced._position])
-            if self.views:
-                self._register_views()
+            if self.handed is not None:  # another thread made it all (``_hand_over``)
+                real, slots = self.handed
+                self.cursor = len(real)
+            else:
+                self.chain.settle()
+                enabled = _grad_state.enabled
+                try:
+                    real, slots = self._nodes(upto=self.cursor, rebind=True)
+                finally:
+                    _grad_state.enabled = enabled
+                for traced in self.made:
+                    _node_slot.__set__(traced, real[traced._position])
+                if self.views:
+                    self._register_views()
             stats.fell_back += 1
             plan = self.plan  # fell back before its first backward: a step that leaves its trace each time rests
             plan.fruitless = plan.fruitless + 1 if self.record is self.first else 0

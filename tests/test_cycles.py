@@ -619,6 +619,111 @@ def test_threads_each_with_its_loop_and_a_reader(torch):
             np.testing.assert_allclose(u, v, **STEP_TOL)
 
 
+def _momentum_step(T, s):
+    """One step of SGD with momentum on the seed network: its update writes the weights and the
+    momentum buffers after the backward, so a cycle that ends mid-step has writes of its own."""
+    s["opt"].zero_grad()
+    loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+    loss.backward()
+    s["opt"].step()
+    return [float(loss)] + values(s["w"], s["b"])
+
+
+def _momentum_state(T):
+    s = dict(zip("xywb", net(T)))
+    s["opt"] = T.optim.SGD([s["w"], s["b"]], lr=0.1, momentum=0.9)
+    return s
+
+
+@pytest.mark.parametrize("then", ["read", "write", "train"])
+def test_a_loop_run_in_a_thread_then_used_by_the_main_thread(torch, then):
+    """A loop replayed in a worker thread ends with the update after its last backward; the main
+    thread then reads the weights, writes them, or trains on: it sees that update and its own
+    changes land on it (the worker's cycle going on is taken over, ``Replayer._hand_over``)."""
+    def program(T):
+        s, seen = _momentum_state(T), []
+        worker = threading.Thread(target=lambda: [_momentum_step(T, s) for _ in range(30)])
+        worker.start()
+        worker.join()
+        seen.append(values(s["w"], s["b"]))
+        if then == "write":
+            with T.no_grad():
+                s["w"].mul_(0.5)
+                s["b"] += 1.0
+            seen.append(values(s["w"], s["b"]))
+        if then == "train" or then == "write":
+            seen.extend(_momentum_step(T, s) for _ in range(8))
+        return seen
+
+    before = replaying.stats.replayed
+    ours = program(symgrad)
+    assert replaying.stats.replayed > before or not speed.fast
+    for step, (a, b) in enumerate(zip(ours, program(torch), strict=True)):
+        for u, v in zip(a, b, strict=True):
+            np.testing.assert_allclose(u, v, err_msg=f"read {step}", **STEP_TOL)
+
+
+def test_a_thread_paused_mid_step_while_another_reads_and_writes(torch):
+    """The worker stops after an update (its cycle has written the weights and the buffers) and
+    waits; the main thread reads and scales the weights, then the worker goes on from there."""
+    def program(T):
+        s, seen = _momentum_state(T), []
+        paused, resume = threading.Event(), threading.Event()
+
+        def work():
+            for step in range(40):
+                seen.append(_momentum_step(T, s))
+                if step in (20, 30):
+                    paused.set()
+                    resume.wait()
+                    resume.clear()
+
+        worker = threading.Thread(target=work)
+        worker.start()
+        for _ in range(2):
+            paused.wait()
+            paused.clear()
+            seen.append(values(s["w"]))
+            with T.no_grad():
+                s["w"].mul_(0.5)
+            resume.set()
+        worker.join()
+        return seen + [values(s["w"], s["b"])]
+
+    for step, (a, b) in enumerate(zip(program(symgrad), program(torch), strict=True)):
+        for u, v in zip(a, b, strict=True):
+            np.testing.assert_allclose(u, v, err_msg=f"read {step}", **STEP_TOL)
+
+
+@pytest.mark.parametrize("turns", [1, 7])
+def test_steps_handed_between_two_worker_threads(torch, turns):
+    """A training step submitted to one of two single-thread executors, switching every ``turns``
+    steps (Adam: its state is written after each backward): each thread finds what the other
+    left, step by step; runs of 7 steps replay."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def program(T):
+        s = dict(zip("xywb", net(T)))
+        opt = T.optim.Adam([s["w"], s["b"]], lr=0.05)
+
+        def step():
+            loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return [float(loss)] + values(s["w"], s["b"])
+
+        with ThreadPoolExecutor(1) as one, ThreadPoolExecutor(1) as other:
+            return [(one, other)[(k // turns) % 2].submit(step).result() for k in range(42)]
+
+    before = replaying.stats.replayed
+    ours = program(symgrad)
+    assert replaying.stats.replayed > before or turns == 1 or not speed.fast
+    for step, (a, b) in enumerate(zip(ours, program(torch), strict=True)):
+        for u, v in zip(a, b, strict=True):
+            np.testing.assert_allclose(u, v, err_msg=f"step {step}", **STEP_TOL)
+
+
 def test_a_chain_replayed_with_its_gradient_read_every_call(torch):
     """W4's shape: a fresh graph over one leaf per call, ``.grad = None`` first, the gradient read
     after each backward."""
