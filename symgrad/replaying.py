@@ -218,6 +218,12 @@ def _leaf(kind, value, tensor):
     return node
 
 
+def _carried_version(tensor) -> int:
+    """Its storage's version, with this cycle's writes to it so far (counted in at the backward)."""
+    writes = _raw(tensor, Tensor).chain.replayer.writes
+    return Tensor._version.fget(tensor) + sum(1 for written in writes if written is tensor)
+
+
 def _carried_grad(tensor):
     return tensor._grad  # a carried tensor is a leaf: no warning to give
 
@@ -234,6 +240,7 @@ def carried_class(cls):
             "_node": property(_carried_node, _set_carried_node),
             "_kind": property(lambda t: _raw(t, Tensor).kind),
             "grad": property(_carried_grad, Tensor.grad.fset),
+            "_version": property(_carried_version),
             "is_leaf": property(lambda t: True)})
     return carried
 
@@ -496,8 +503,14 @@ def _restore(tensor, carry, value) -> None:
 
 class Replayer:
     """One thread replaying one trace.  ``symgrad.cycles`` made it; ``apply``, ``apply_inplace``,
-    ``fill_inplace``, the optimizers' updates and ``backward`` ask it first."""
+    ``fill_inplace``, the optimizers' updates and ``backward`` ask it first.  Slots: its attributes
+    are read on every replayed op (and an instance dict of more than 30 keys stops sharing them,
+    which made each read slower: W5 lost 1 µs a step to its 30th)."""
 
+    __slots__ = ("entries", "plan", "streak", "patience", "lock", "loop", "loops", "recording_after", "thread",
+                 "chain", "gradient_slots", "fill_specs", "filled", "fill_kinds", "computed", "pending_slots", "added",
+                 "wiring", "wiring_epoch", "captured", "first", "cursor", "record", "before", "taken", "latest",
+                 "writes", "made", "handed", "views", "mark")
     replaying = True
 
     def __init__(self, entries, plan, streak, patience, lock, loop, loops, recording_after):
@@ -520,6 +533,8 @@ class Replayer:
                 if slot is not None:
                     last[slot] = p
         self.pending_slots = [(p, slot) for slot, p in last.items() if p in self.computed]  # writes still held
+        self.added = [j for j, state in enumerate(plan.accumulate) if state]  # owners whose .grad the backward
+        # adds into (in place, as PyTorch does)
         self.wiring = self.wiring_epoch = None  # what the last cycle was wired from, its wiring (``_wire``), and
         # the chain's epoch when a cycle ended as wired
         self.captured = []
@@ -816,6 +831,10 @@ class Replayer:
             if (hooks.leaves or hooks.on_nodes.data) and self._hooked(owners):
                 self.fall_back()
                 return False
+            for j in self.added:  # a view or a detached alias of a .grad sees the backward add into it
+                if _shares(owners[j]._grad):
+                    self.fall_back()
+                    return False
             made = self.made
             counts = list(map(sys.getrefcount, made))  # 2: held by ``made`` and the count alone
             held = [weakref.ref(traced) for traced, count in zip(made, counts) if count > 2 and traced is not root
@@ -833,6 +852,9 @@ class Replayer:
                 signature, outside = self._wire(owners)
             for tensor in self.writes:  # the version counter counts each write
                 (tensor._storage or storage_of(tensor)).version += 1
+            for j in self.added:  # and the backward's, into a .grad there was
+                grad = owners[j]._grad
+                (grad._storage or storage_of(grad)).version += 1
             record = self.record
             record.done = True
             self.chain.append(signature, outside, record)

@@ -148,13 +148,6 @@ class Tensor:
             ran = engine.backward(root, seed, bool(retain_graph), inputs, describe=before is not None)
             self._after_backward(root, ran, before)
 
-    def _set_grad(self, node: Node) -> None:
-        """``backward`` filled this tensor's gradient: the same ``.grad`` tensor takes new values."""
-        if self._grad is None:
-            self._grad = Tensor(node)
-        else:
-            self._grad._rebind(node)
-
     # ------------------------------------------------------------------- shape & type
 
     @property

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from symgrad import creation, devices, dtypes, engine, hooks
 from symgrad.autograd.gradients import hooked_gradients
-from symgrad.inplace import copy_, data, fill_inplace
+from symgrad.inplace import assign, copy_, data, fill_inplace
 from symgrad.legacy_types import type_of
 from symgrad.nodes import leaf
 from symgrad.ops import shape as S
@@ -60,6 +60,16 @@ def _backward_creating_graph(self, seed, inputs) -> None:
             hook(owner)
 
 
+def _set_grad(self, node) -> None:
+    """``backward`` added to this tensor's gradient (``node``: the sum): a first gradient is a new
+    ``.grad``; a later one is written into it in place, as PyTorch accumulates (its views and
+    detached aliases see the sum, its version counts the write)."""
+    if self._grad is None:
+        self._grad = Tensor(node)
+    else:
+        assign(self._grad, node)
+
+
 def _on_arrays(hook, shape, dtype):
     """The user's hook as the engine calls it: an array in, an array or None out, PyTorch's errors;
     ``run.on_tensor`` is the same hook on a recorded gradient (``create_graph``)."""
@@ -84,6 +94,7 @@ def _on_arrays(hook, shape, dtype):
 
 METHODS = {
     "_backward_creating_graph": _backward_creating_graph,
+    "_set_grad": _set_grad,
     "register_hook": register_hook,
     "register_post_accumulate_grad_hook": register_post_accumulate_grad_hook,
     "__pos__": lambda a: a,

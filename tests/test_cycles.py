@@ -724,6 +724,48 @@ def test_steps_handed_between_two_worker_threads(torch, turns):
             np.testing.assert_allclose(u, v, err_msg=f"step {step}", **STEP_TOL)
 
 
+@pytest.mark.parametrize("optimizer", [None, "SGD", "Adam"])
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_version_counters_read_every_step(torch, optimizer, set_to_none):
+    """``_version`` of the weights and their gradients, read after the backward, the update and
+    the zeroing of every step, is PyTorch's: each in-place write counts when it is made (a write
+    replayed after the backward too), and a backward counts when it adds into a ``.grad`` there
+    was."""
+    def body(T, s, step):
+        if "opt" not in s and optimizer:
+            s["opt"] = getattr(T.optim, optimizer)([s["w"], s["b"]], lr=0.05)
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        seen = [s["w"]._version, s["w"].grad._version]
+        if optimizer:
+            s["opt"].step()
+        else:
+            update(T, s)
+        seen += [s["w"]._version, s["b"]._version, s["w"].grad._version]
+        if optimizer:
+            s["opt"].zero_grad(set_to_none=set_to_none)
+        elif set_to_none:
+            s["w"].grad = s["b"].grad = None
+        else:
+            zero(s)
+        return seen + [-1 if s["w"].grad is None else s["w"].grad._version] + values(s["w"])
+
+    compare(torch, body, steps=30)
+
+
+def test_views_of_a_gradient_see_it_accumulate(torch):
+    """A view and a detached alias of ``.grad`` taken once see every later backward add into it,
+    as PyTorch's in-place accumulation shows them."""
+    def body(T, s, step):
+        if step == 0:
+            bce(T, s["x"], s["y"], s["w"], s["b"]).backward()
+            s["row"], s["alias"] = s["w"].grad[1], s["w"].grad.detach()
+        bce(T, s["x"], s["y"], s["w"], s["b"]).backward()
+        return values(s["row"], s["alias"], s["w"].grad)
+
+    compare(torch, body, steps=12, replays=None)
+
+
 def test_a_chain_replayed_with_its_gradient_read_every_call(torch):
     """W4's shape: a fresh graph over one leaf per call, ``.grad = None`` first, the gradient read
     after each backward."""
