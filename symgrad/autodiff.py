@@ -42,11 +42,24 @@ def reverse_mode(program: Program, output, seed, wrt):
         if sym in targets:  # a computed target (a retained non-leaf): keep it and go on
             totals[sym] = g
         for arg, contribution in _vjp(program, sym, expr, g, needs):
+            if _promoted(program, contribution, arg):  # a promoted operand's cotangent, in its own dtype
+                contribution = program.astype(contribution, program.dtypes[arg])  # (cast at the edge, as
+                # PyTorch casts it, before the contributions are summed)
             adjoints.setdefault(arg, []).append(contribution)  # a 0 too: 0 * inf further back is NaN
     for w in wrt:  # the inputs among the targets
         if w not in totals and adjoints.get(w):
             totals[w] = _total(program, adjoints[w], w, f"grad_{w.name}")
     return [totals.get(w, sp.S.Zero) for w in wrt]
+
+
+def _promoted(program, contribution, arg) -> bool:
+    """Whether ``contribution`` is an array of a wider float dtype than ``arg`` (a float32 operand
+    of a float64 op).  A number, or a form of numbers alone, takes its dtype where it is used."""
+    dtype = program.dtypes[arg]
+    if "float" not in dtype or contribution.is_Number or not contribution.free_symbols:
+        return False
+    wider = program.dtype_of(contribution)  # (a select's condition alone says "bool": not a float, no cast)
+    return "float" in wider and wider != dtype
 
 
 def _total(program, contributions, sym, hint):

@@ -523,8 +523,8 @@ class Replayer:
         self.gradient_slots = {}  # id of an owner -> the slot its .grad is carried in
         self.fill_specs = {}  # signature -> its fills
         self.filled = {}  # position of a fill -> the (class, value, dtype) last seen filling with its value
-        self.fill_kinds = {i: lazy_leaf(e[3], requires_grad=False).kind for i, e in enumerate(entries)
-                           if e[0] is FILL}
+        self.fill_kinds = {i: (lazy_leaf(e[3], requires_grad=False).kind, lazy_leaf(e[3], requires_grad=True).kind)
+                           for i, e in enumerate(entries) if e[0] is FILL}  # the target's requires_grad stays
         self.computed = {p: 1 + k for k, p in enumerate(plan.pending)}  # a write -> the output with its value
         last = {}  # slot of a tensor written -> its last write in the trace
         for p, entry in enumerate(entries):
@@ -774,7 +774,7 @@ class Replayer:
             if (kind is not None and not (kind.requires_grad and _grad_state.enabled)
                     and (tensor._storage is None or not _shares(tensor)) and not (self.views and self._viewed(tensor))
                     and self._fills_with(i, value, kind.dtype) and self._takes(tensor, entry[1])
-                    and self._wrote(tensor, self.fill_kinds[i], entry[3], i)):
+                    and self._wrote(tensor, self.fill_kinds[i][kind.requires_grad], entry[3], i)):
                 return True
         self.fall_back()
         return False

@@ -766,6 +766,29 @@ def test_views_of_a_gradient_see_it_accumulate(torch):
     compare(torch, body, steps=12, replays=None)
 
 
+@pytest.mark.parametrize("read", [False, True])
+def test_a_parameter_refilled_under_no_grad_each_step_keeps_requiring_grad(torch, read):
+    """``b.fill_(0.1)`` (or ``zero_()``) under ``no_grad`` on a parameter, every step before the
+    forward: it still requires grad and gets its gradient, also when a prediction read mid-step
+    makes the cycle fall back (was: the replayed fill carried it as not requiring grad, and from the
+    first fall back on ``b.grad`` stayed None)."""
+    def body(T, s, step):
+        with T.no_grad():
+            s["b"].fill_(0.1) if step < 12 else s["b"].zero_()
+        flag = s["b"].requires_grad
+        prediction = T.matmul(s["x"], s["w"]) + s["b"]
+        out = values(prediction) if read else []
+        loss = T.nn.functional.binary_cross_entropy_with_logits(prediction, s["y"])
+        loss.backward()
+        out += [flag, s["b"].requires_grad] + values(s["w"].grad, s["b"].grad)
+        update(T, s)
+        zero(s)
+        return out
+
+    compare(torch, body, steps=24, replays=None)  # (with the read, steps replay and fall back at it; without,
+    # this trace is recorded every step: not replayed yet)
+
+
 def test_a_chain_replayed_with_its_gradient_read_every_call(torch):
     """W4's shape: a fresh graph over one leaf per call, ``.grad = None`` first, the gradient read
     after each backward."""

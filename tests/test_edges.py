@@ -710,3 +710,28 @@ def test_clamp_of_an_integer_tensor_with_one_bound_stays_integer(torch):
 
     ours, theirs = _both(torch, run)
     assert ours == theirs
+
+
+@pytest.mark.parametrize("op", ["add", "mul", "broadcast", "where", "sub_reflected"])
+def test_a_float32_leafs_gradient_through_a_float64_op_is_float32(torch, op):
+    """Was (review, session 19): a float32 weight used with a float64 tensor (``x @ w + b64``) got a
+    ``.grad`` that said float32 but held a float64 array, and ``w -= lr * w.grad`` then made the
+    weight's values float64 too.  PyTorch casts each operand's cotangent to its dtype (and refuses
+    a float32 @ float64 matmul, as symgrad does)."""
+    def run(T):
+        rng = np.random.default_rng(4)
+        w = T.tensor(rng.standard_normal((3, 2)).astype(np.float32), requires_grad=True)
+        d = T.tensor(rng.standard_normal((3, 2)), requires_grad=True)  # float64
+        y = {"add": lambda: (w + d) ** 2, "mul": lambda: w * d * w, "broadcast": lambda: w.sum(0) * d,
+             "where": lambda: T.where(d > 0, w, d) * d, "sub_reflected": lambda: 1.5 - w * d}[op]()
+        y.sum().backward()
+        with T.no_grad():
+            w -= 0.1 * w.grad
+        return [(str(t.dtype), t.detach().numpy().dtype.name) for t in (w.grad, w, d.grad)] + [
+            w.grad.numpy(), w.detach().numpy(), d.grad.numpy()]
+
+    ours, theirs = _both(torch, run)
+    assert ours[:3] == theirs[:3] == [("torch.float32", "float32"), ("torch.float32", "float32"),
+                                      ("torch.float64", "float64")]
+    for a, b in zip(ours[3:], theirs[3:]):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)

@@ -88,6 +88,36 @@ def test_state_dict_has_pytorchs_layout_and_round_trips(torch):
     np.testing.assert_array_equal(resumed.state[w]["exp_avg"].numpy(), mine["state"][0]["exp_avg"].numpy())
 
 
+@pytest.mark.parametrize("name", ["sgd_momentum", "adam"])
+def test_a_loaded_state_is_the_dicts_own_tensors(torch, name):
+    """PyTorch keeps the tensors a state dict holds (same dtype: not copied), so later steps update
+    the dict's tensors too and loading it again resumes from where they went (was: copied on load,
+    and the second load went back to the first)."""
+    import copy
+
+    def run(T):
+        w = T.tensor(np.array([1.0, -2.0, 3.0], np.float32), requires_grad=True)
+        optimizer = (T.optim.SGD([w], lr=0.1, momentum=0.9) if name == "sgd_momentum"
+                     else T.optim.Adam([w], lr=0.1))
+        seen = []
+        for step in range(12):
+            optimizer.zero_grad()
+            (w ** 2).sum().backward()
+            optimizer.step()
+            if step == 2:
+                saved = copy.deepcopy(optimizer.state_dict())
+            if step in (4, 8):
+                optimizer.load_state_dict(saved)
+                seen.append(all(v is saved["state"][0][k] for k, v in optimizer.state[w].items()))
+            seen.append(w.detach().numpy().copy())
+        return seen
+
+    ours, theirs = run(symgrad), run(torch)
+    for a, b in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=2e-6)
+    assert ours[4] is True and ours[9] is True
+
+
 def test_an_adam_loop_compiles_once_its_steps_settle():
     w = symgrad.nn.Parameter(symgrad.tensor(W0))
     optimizer = symgrad.optim.Adam([w], lr=0.01)

@@ -202,7 +202,9 @@ def per_step(value: float, dtype) -> Tensor:
 
 
 def _to_parameter(key: str, value, param: Tensor):
-    """A saved state tensor on the parameter's dtype (``step`` stays as saved), as PyTorch casts."""
-    if isinstance(value, Tensor) and key != "step" and value.is_floating_point():
-        return value.detach().to(param.dtype).clone()
-    return value.clone() if isinstance(value, Tensor) else value
+    """A saved state tensor as PyTorch loads it: the tensor itself, cast to a floating parameter's
+    dtype only if it differs (``step`` stays as saved).  Not a copy: later steps update it in place,
+    in the dict it was loaded from too, and loading that dict again takes it as it has become."""
+    if isinstance(value, Tensor) and key != "step" and param.is_floating_point():
+        return value.to(param.dtype)
+    return value
