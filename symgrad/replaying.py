@@ -239,6 +239,7 @@ def carried_class(cls):
             "__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__,
             "_node": property(_carried_node, _set_carried_node),
             "_kind": property(lambda t: _raw(t, Tensor).kind),
+            "_usual_class": cls,  # the class it has again when no longer carried (symgrad.serialization)
             "grad": property(_carried_grad, Tensor.grad.fset),
             "_version": property(_carried_version),
             "is_leaf": property(lambda t: True)})
@@ -280,6 +281,7 @@ class Traced(_Kinded, Tensor):
     ``Replayer.op`` alone, its slots set there (no ``__init__`` frame: one is made per op)."""
 
     __slots__ = ("_record", "_position", "_kind")
+    _usual_class = Tensor  # the class of the result the usual path makes
 
     @property
     def _node(self):

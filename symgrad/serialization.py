@@ -32,6 +32,7 @@ import numpy as np
 
 from symgrad import dtypes, engine
 from symgrad.creation import tensor as new_tensor
+from symgrad.nn.module import Parameter
 from symgrad.tensor import Tensor
 
 VERSION = b"3\n"
@@ -51,6 +52,7 @@ class _Global:
 
 
 REBUILD_TENSOR = _Global("torch._utils", "_rebuild_tensor_v2")
+REBUILD_PARAMETER = _Global("torch._utils", "_rebuild_parameter")
 STORAGE_TYPES = {dtype: _Global("torch", name) for name, dtype in STORAGE_DTYPES.items()}
 
 
@@ -75,19 +77,40 @@ class _Pickler(pickle._Pickler):
         self.memoize(name)
 
     def _save_tensor(self, tensor: Tensor) -> None:
+        self._write_tensor(tensor, tensor.requires_grad)
+        self.memoize(tensor)
+
+    def _write_tensor(self, tensor: Tensor, requires_grad: bool) -> None:
         values = np.asarray(engine.array(tensor._node), order="C")
         key = str(len(self.storages))
         self.storages[key] = values
         self.save(REBUILD_TENSOR)
         self.write(pickle.MARK)
         self.save_pers(("storage", STORAGE_TYPES[tensor.dtype], key, "cpu", values.size))
-        for argument in (0, values.shape, _contiguous_strides(values.shape), tensor.requires_grad,
-                         collections.OrderedDict()):
+        for argument in (0, values.shape, _contiguous_strides(values.shape), requires_grad, collections.OrderedDict()):
             self.save(argument)
         self.write(pickle.TUPLE + pickle.REDUCE)
-        self.memoize(tensor)
 
-    dispatch = {**pickle._Pickler.dispatch, _Global: _save_global, Tensor: _save_tensor}
+    def _save_parameter(self, parameter: Parameter) -> None:
+        """As PyTorch: ``_rebuild_parameter`` of its data (a tensor without grad), so that a
+        ``weights_only`` load takes it."""
+        self.save(REBUILD_PARAMETER)
+        self.write(pickle.MARK)
+        self._write_tensor(parameter, False)
+        self.save(parameter.requires_grad)
+        self.save(collections.OrderedDict())
+        self.write(pickle.TUPLE + pickle.REDUCE)
+        self.memoize(parameter)
+
+    dispatch = {**pickle._Pickler.dispatch, _Global: _save_global, Tensor: _save_tensor, Parameter: _save_parameter}
+
+    def save(self, obj, save_persistent_id=True):
+        """A replayed result or a carried tensor (symgrad.replaying) is saved as the tensor it stands for."""
+        usual = getattr(obj.__class__, "_usual_class", None)
+        if usual is not None and usual in self.dispatch and id(obj) not in self.memo:
+            self.dispatch[usual](self, obj)
+        else:
+            super().save(obj, save_persistent_id)
 
 
 def save(obj, f) -> None:

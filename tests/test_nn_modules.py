@@ -235,3 +235,33 @@ def test_a_seeded_convolutional_network_is_pytorchs(torch):
     assert results[0][:4] == results[1][:4]
     for ours, theirs in zip(results[0][4:], results[1][4:]):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_a_model_cast_mid_training_keeps_its_parameters(torch):
+    """``model.double()`` between steps: each parameter (and its ``.grad``) is the same object with
+    float64 values, so the optimizer made before keeps training it; buffers are cast too (was: new
+    Parameter objects, and training silently stopped)."""
+    def run(T):
+        T.manual_seed(0)
+        model = T.nn.Sequential(T.nn.Linear(3, 4), T.nn.BatchNorm1d(4), T.nn.Linear(4, 1))
+        optimizer = T.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        weight = model[0].weight
+        x = T.tensor(np.linspace(-1, 1, 24, dtype=np.float32).reshape(8, 3))
+        seen = []
+        for step in range(16):
+            if step == 6:
+                model.double()
+                x = x.double()
+                seen.append((model[0].weight is weight, str(weight.dtype), str(weight.grad.dtype),
+                             str(model[1].running_mean.dtype)))
+            optimizer.zero_grad(set_to_none=False)
+            loss = (model(x) ** 2).mean()
+            loss.backward()
+            optimizer.step()
+            seen.append(loss.item())
+        return seen + [model[1].running_var.numpy()]
+
+    ours, theirs = run(symgrad), run(torch)
+    assert ours[6] == theirs[6] == (True, "torch.float64", "torch.float64", "torch.float64")
+    np.testing.assert_allclose(ours[:6] + ours[7:-1], theirs[:6] + theirs[7:-1], rtol=1e-5)
+    np.testing.assert_allclose(ours[-1], theirs[-1], rtol=1e-5)

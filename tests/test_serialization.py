@@ -17,6 +17,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
+import codegen
 import symgrad
 
 
@@ -188,6 +189,38 @@ def test_save_in_a_hot_loop_loads_in_pytorch(torch, both_paths, tmp_path):
 
     ours, theirs = _both(torch, saved)
     _assert_same(ours, theirs, rtol=1e-5)
+
+
+def test_checkpoints_taken_while_a_loop_replays_load_everywhere(torch, both_paths):
+    """A model's and an optimizer's state_dict saved every few steps of a replayed loop (its
+    parameters and momentum buffers carried, a tensor the same as the weight saved beside them):
+    each file loads with ``weights_only`` in PyTorch and in symgrad, with PyTorch's values (was:
+    carried tensors were pickled by reference to symgrad, which weights_only loads refuse)."""
+    from symgrad import replaying
+
+    def checkpoints(T):
+        T.manual_seed(0)
+        model = T.nn.Linear(3, 2)
+        optimizer = T.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        x = T.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3))
+        files = []
+        for step in range(20):
+            optimizer.zero_grad()
+            (model(x) ** 2).mean().backward()
+            optimizer.step()
+            if step % 6 == 5:
+                files.append(io.BytesIO())
+                T.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "weight": model.weight},
+                       files[-1])
+        return [file.getvalue() for file in files]
+
+    replayed = replaying.stats.replayed
+    ours, theirs = checkpoints(symgrad), checkpoints(torch)
+    assert replaying.stats.replayed > replayed or not codegen.speed.fast
+    for mine, reference in zip(ours, theirs, strict=True):
+        expected = torch.load(io.BytesIO(reference), weights_only=True)
+        _assert_same(torch.load(io.BytesIO(mine), weights_only=True), expected, rtol=1e-5)
+        _assert_same(symgrad.load(io.BytesIO(mine)), expected, rtol=1e-5)
 
 
 def _torch_checkpoint(torch):

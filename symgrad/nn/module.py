@@ -78,6 +78,8 @@ class _IncompatibleKeys(namedtuple("_IncompatibleKeys", ["missing_keys", "unexpe
 class Module:
     """Base class of every layer and model: register parts by assigning them as attributes."""
 
+    _version = 1  # of its state_dict's layout, saved in the dict's ``_metadata`` as PyTorch saves it
+
     def __init__(self, *args, **kwargs):
         if args or kwargs:
             raise TypeError(f"{type(self).__name__}.__init__() takes no arguments")
@@ -261,9 +263,13 @@ class Module:
                 param.grad.zero_()
 
     def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False):
-        """Parameters and persistent buffers by dotted name, detached unless ``keep_vars``."""
+        """Parameters and persistent buffers by dotted name, detached unless ``keep_vars``; each
+        module's layout version in the dict's ``_metadata``, as PyTorch's."""
         destination = OrderedDict() if destination is None else destination
+        if getattr(destination, "_metadata", None) is None:
+            destination._metadata = OrderedDict()
         for module_prefix, module in self.named_modules(prefix=prefix.rstrip(".")):
+            destination._metadata[module_prefix] = {"version": module._version}
             dot = module_prefix + "." if module_prefix else ""
             for name, value in module._parameters.items():
                 if value is not None:
@@ -322,12 +328,17 @@ class Module:
         return self
 
     def _cast(self, which, dtype) -> "Module":
+        """As PyTorch's ``_apply``: a parameter (and its ``.grad``) keeps its object and takes the cast
+        values as its ``.data`` (an optimizer made before goes on updating it); a buffer is replaced."""
         for module in self.modules():
-            for table in (module._parameters, module._buffers):
-                for name, value in table.items():
-                    if value is not None and which(value) and value.dtype is not dtype:
-                        cast = value.detach().to(dtype)
-                        table[name] = Parameter(cast, value.requires_grad) if isinstance(value, Parameter) else cast
+            for name, value in module._parameters.items():
+                if value is not None and which(value) and value.dtype is not dtype:
+                    value.data = value.detach().to(dtype)
+                    if value.grad is not None:
+                        value.grad.data = value.grad.to(dtype)
+            for name, value in module._buffers.items():
+                if value is not None and which(value) and value.dtype is not dtype:
+                    module._buffers[name] = value.to(dtype)
         return self
 
     # ------------------------------------------------------------------ printing

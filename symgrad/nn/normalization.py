@@ -47,6 +47,7 @@ class GroupNorm(Module):
 
 class _BatchNorm(Module):
     expected_dims = ()
+    _version = 2  # PyTorch's: its state_dict has num_batches_tracked
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
                  track_running_stats: bool = True, device=None, dtype=None):
