@@ -111,8 +111,9 @@ def check_writable(tensor: Tensor, name: str) -> None:
     child, grad = tensor, _grad_state.enabled
     while child._view is not None:
         parent, step, made_with_grad = child._view
-        if step in (DETACH, DATA):
-            return
+        if step in (DETACH, DATA):  # history stops here, memory does not: only the overlap check goes on
+            grad, child = False, parent
+            continue
         op, attrs = step
         if op.name == "expand" and any(n > 1 and (i < len(attrs[0]) - parent.ndim or parent.shape[
                 i - len(attrs[0]) + parent.ndim] == 1) for i, n in enumerate(attrs[0])):

@@ -240,7 +240,7 @@ def carried_class(cls):
             "_node": property(_carried_node, _set_carried_node),
             "_kind": property(lambda t: _raw(t, Tensor).kind),
             "_usual_class": cls,  # the class it has again when no longer carried (symgrad.serialization)
-            "grad": property(_carried_grad, Tensor.grad.fset),
+            "grad": property(_carried_grad, Tensor.grad.fset, Tensor.grad.fdel),
             "_version": property(_carried_version),
             "is_leaf": property(lambda t: True)})
     return carried

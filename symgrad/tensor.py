@@ -93,6 +93,10 @@ class Tensor:
                                f"the same size")
         self._grad = value
 
+    @grad.deleter
+    def grad(self):
+        self.grad = None  # as PyTorch: ``del p.grad`` unsets it
+
     def retain_grad(self) -> None:
         node = self._node
         if not node.requires_grad:

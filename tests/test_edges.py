@@ -735,3 +735,34 @@ def test_a_float32_leafs_gradient_through_a_float64_op_is_float32(torch, op):
                                       ("torch.float64", "float64")]
     for a, b in zip(ours[3:], theirs[3:]):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_small_refusals_and_acceptances_as_pytorchs(torch):
+    """Found by review (session 19), each PyTorch's behaviour: ``del p.grad`` unsets it (was
+    AttributeError); a write through ``.data`` or ``detach()`` of an expanded view is refused at the
+    write (was accepted, and the base could not be read again); Adagrad whose state was cleared
+    makes it again and trains on (was KeyError)."""
+    def run(T):
+        p = T.nn.Parameter(T.ones(3))
+        (p * 2).sum().backward()
+        del p.grad
+        seen = [p.grad is None]
+        for through in (lambda v: v.data, lambda v: v.detach()):
+            b = T.ones(1)
+            with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+                through(b.expand(3, 1)).mul_(0.9)
+            seen.append(b.tolist())
+        w = T.tensor([1.0, -2.0, 0.5], requires_grad=True)
+        optimizer = T.optim.Adagrad([w], lr=0.1, initial_accumulator_value=0.1)
+        for step in range(6):
+            if step == 3:
+                optimizer.state.clear()
+            optimizer.zero_grad()
+            (w ** 2).sum().backward()
+            optimizer.step()
+            seen.append(w.detach().numpy().tolist())
+        return seen
+
+    ours, theirs = _both(torch, run)
+    assert ours[:3] == theirs[:3] == [True, [1.0], [1.0]]
+    np.testing.assert_allclose(ours[3:], theirs[3:], rtol=1e-6)

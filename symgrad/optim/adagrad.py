@@ -17,11 +17,16 @@ class Adagrad(PerParameter):
                                       maximize=maximize, differentiable=differentiable, fused=fused))
         for group in self.param_groups:  # PyTorch makes Adagrad's state at construction
             for p in group["params"]:
-                self._start_count(p)
-                self.state[p]["sum"] = creation.full_like(p, group["initial_accumulator_value"])
+                self._start(p, group["initial_accumulator_value"])
+
+    def _start(self, p, initial) -> None:
+        self._start_count(p)
+        self.state[p]["sum"] = creation.full_like(p, initial)
 
     def _update(self, p, group, grad) -> None:
         state = self.state[p]
+        if not state:  # cleared since (``optimizer.state.clear()``): made again, from the defaults as PyTorch
+            self._start(p, self.defaults["initial_accumulator_value"])
         step = self._next_step(p)
         if group["weight_decay"]:
             grad = grad.add(p, alpha=group["weight_decay"])
