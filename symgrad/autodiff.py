@@ -53,13 +53,14 @@ def reverse_mode(program: Program, output, seed, wrt):
 
 
 def _promoted(program, contribution, arg) -> bool:
-    """Whether ``contribution`` is an array of a wider float dtype than ``arg`` (a float32 operand
-    of a float64 op).  A number, or a form of numbers alone, takes its dtype where it is used."""
+    """Whether ``contribution``'s values have another float dtype than ``arg``'s (a float32 operand
+    of a float64 op; a float64 operand times a folded cotangent and a float32 array).  A number, or
+    a form of numbers alone, takes its dtype where it is used."""
     dtype = program.dtypes[arg]
-    if "float" not in dtype or contribution.is_Number or not contribution.free_symbols:
+    if "float" not in dtype or contribution.is_Number:
         return False
-    wider = program.dtype_of(contribution)  # (a select's condition alone says "bool": not a float, no cast)
-    return "float" in wider and wider != dtype
+    values = program.dtype_of(contribution, default=None)  # (a select's condition alone says "bool": no cast)
+    return values is not None and "float" in values and values != dtype
 
 
 def _total(program, contributions, sym, hint):

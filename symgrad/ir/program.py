@@ -68,13 +68,14 @@ class Program:
             return expr.shape(self.shape_of)
         return broadcast_shapes(*(self.shapes[s] for s in expr.free_symbols))
 
-    def dtype_of(self, expr) -> str:
+    def dtype_of(self, expr, default="float32"):
+        """The dtype of ``expr``'s values: its widest array's; ``default`` for a form of numbers alone."""
         if isinstance(expr, sp.Symbol):
             return self.dtypes[expr]
         if isinstance(expr, Structural):
             return expr.dtype(self.dtype_of)
         kinds = {self.dtypes[s] for s in expr.free_symbols}
-        return max(kinds, key=_dtype_rank) if kinds else "float32"
+        return max(kinds, key=_dtype_rank) if kinds else default
 
     # ------------------------------------------------------- structural helpers (folded)
 
