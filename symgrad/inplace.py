@@ -236,7 +236,11 @@ def copy_(tensor: Tensor, src: Tensor) -> Tensor:
 
 
 def write_result(tensor: Tensor, result: Tensor) -> None:
-    """``tensor`` takes the values of ``result`` (computed without history), as a traced write."""
+    """``tensor`` takes the values of ``result`` (computed without history), as a traced write; in
+    its own dtype, as PyTorch's in-place ops keep it (a float32 momentum buffer of a parameter made
+    float64 since stays float32)."""
+    if result.dtype is not tensor.dtype:
+        result = result.to(tensor.dtype)
     cycle = _grad_state.cycle
     if cycle is not None and cycle.replaying:
         if cycle.write(tensor, result):

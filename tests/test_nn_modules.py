@@ -238,9 +238,11 @@ def test_a_seeded_convolutional_network_is_pytorchs(torch):
 
 
 def test_a_model_cast_mid_training_keeps_its_parameters(torch):
-    """``model.double()`` between steps: each parameter (and its ``.grad``) is the same object with
-    float64 values, so the optimizer made before keeps training it; buffers are cast too (was: new
-    Parameter objects, and training silently stopped)."""
+    """``model.double()`` between steps, ``model.float()`` later: each parameter (and its ``.grad``)
+    is the same object with the new dtype, so the optimizer made before keeps training it; buffers
+    are cast too; the optimizer's momentum buffers keep their dtype, as in-place writes keep it (was:
+    new Parameter objects, and training silently stopped; then buffers turned float64, and the
+    weights stayed float64 after ``float()``)."""
     def run(T):
         T.manual_seed(0)
         model = T.nn.Sequential(T.nn.Linear(3, 4), T.nn.BatchNorm1d(4), T.nn.Linear(4, 1))
@@ -254,14 +256,20 @@ def test_a_model_cast_mid_training_keeps_its_parameters(torch):
                 x = x.double()
                 seen.append((model[0].weight is weight, str(weight.dtype), str(weight.grad.dtype),
                              str(model[1].running_mean.dtype)))
+            if step == 11:
+                model.float()
+                x = x.float()
             optimizer.zero_grad(set_to_none=False)
             loss = (model(x) ** 2).mean()
             loss.backward()
             optimizer.step()
-            seen.append(loss.item())
+            seen.append((loss.item(), str(weight.dtype), str(optimizer.state[weight]["momentum_buffer"].dtype)))
         return seen + [model[1].running_var.numpy()]
 
     ours, theirs = run(symgrad), run(torch)
     assert ours[6] == theirs[6] == (True, "torch.float64", "torch.float64", "torch.float64")
-    np.testing.assert_allclose(ours[:6] + ours[7:-1], theirs[:6] + theirs[7:-1], rtol=1e-5)
+    # the momentum buffers stay float32 (written in place), the weights follow the casts
+    assert [s[1:] for s in ours[:6] + ours[7:-1]] == [s[1:] for s in theirs[:6] + theirs[7:-1]]
+    np.testing.assert_allclose([s[0] for s in ours[:6] + ours[7:-1]], [s[0] for s in theirs[:6] + theirs[7:-1]],
+                               rtol=1e-5)
     np.testing.assert_allclose(ours[-1], theirs[-1], rtol=1e-5)

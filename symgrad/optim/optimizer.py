@@ -169,7 +169,10 @@ def update(tensor: Tensor, op, *inputs) -> None:
     node = record(op, nodes)
     if cycle is not None:
         cycle.recorded(op, inputs, nodes, (), node)
-    write_traced(tensor, node, cycle)
+    if node.dtype is not tensor.dtype:  # (a state buffer of another dtype than the parameter's)
+        write_result(tensor, Tensor(node))
+    else:
+        write_traced(tensor, node, cycle)
 
 
 def zeros_like(p: Tensor) -> Tensor:
