@@ -1097,7 +1097,8 @@ class Replayer:
         """Another thread needs a carried tensor's node, to read it or to give it another (the
         replaying thread may have ended, or wait): the chain settles, what this cycle replayed so
         far is made and written for real (the other thread sees those writes, as in PyTorch, and
-        its own land on them), and this thread falls back from there at its next write or backward."""
+        its own land on them), and this thread falls back from there at its next op, write, fill or
+        backward."""
         self.chain.settle()
         real, slots = self._unseen(self._nodes, upto=self.cursor, rebind=True)
         for traced in self.made:

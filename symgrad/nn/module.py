@@ -271,7 +271,7 @@ class Module:
         for module_prefix, module in self.named_modules(prefix=prefix.rstrip(".")):
             destination._metadata[module_prefix] = {"version": module._version}
             dot = module_prefix + "." if module_prefix else ""
-            for name, value in module._parameters.items():
+            for value in module._parameters.values():
                 if value is not None:
                     destination[dot + name] = value if keep_vars else value.detach()
             for name, value in module._buffers.items():
@@ -331,7 +331,7 @@ class Module:
         """As PyTorch's ``_apply``: a parameter (and its ``.grad``) keeps its object and takes the cast
         values as its ``.data`` (an optimizer made before goes on updating it); a buffer is replaced."""
         for module in self.modules():
-            for name, value in module._parameters.items():
+            for value in module._parameters.values():
                 if value is not None and which(value) and value.dtype is not dtype:
                     value.data = value.detach().to(dtype)
                     if value.grad is not None:
