@@ -271,7 +271,7 @@ class Module:
         for module_prefix, module in self.named_modules(prefix=prefix.rstrip(".")):
             destination._metadata[module_prefix] = {"version": module._version}
             dot = module_prefix + "." if module_prefix else ""
-            for value in module._parameters.values():
+            for name, value in module._parameters.items():
                 if value is not None:
                     destination[dot + name] = value if keep_vars else value.detach()
             for name, value in module._buffers.items():
