@@ -184,11 +184,11 @@ class Plan:
         self.owners, self.owned, self.accumulate, self.aliases = owners, owned, accumulate, aliases
         self.generation = programs.cache.cleared  # a cleared cache forgets this program too
         self.declined = False  # replaying this trace costs more than recording it (symgrad.replaying)
-        self.fruitless = 0  # replays of it in a row that fell back before their first backward
+        self.fruitless = 0  # replays of it in a row that fell back before their second backward
         self.pause = MIN_REST  # the rest that ``FRUITLESS`` of them earn next (doubling)
 
     def wait_longer(self) -> int:
-        """The rest that replays falling back before their first backward earn: the trace is tried
+        """The rest that replays falling back before their second backward earn: the trace is tried
         again after it, and one more such replay earns twice as long (a loop that changes later,
         a debugging read that goes away, replays again)."""
         pause, self.pause = self.pause, min(2 * self.pause, MAX_REST)

@@ -241,13 +241,14 @@ _default_float = dtypes._default_float  # set_default_dtype's setting, read on e
 def scalar(value) -> Node:
     """The constant node of a Python number, shared: ``lr * grad`` records no new constant per step.
 
-    Zeros (whose sign matters) and NaNs (unequal to themselves) are not shared.
+    Float zeros (whose sign the key cannot tell) and NaNs (unequal to themselves) are not shared;
+    an integer or bool zero is (``x > 0`` each step: a replayed step finds its constant here).
     """
     key = (value.__class__, value, _default_float[0])  # a float's dtype is the default one's
     node = _scalars.get(key)
     if node is None:
         node = constant(value)
-        if value == value and value != 0 and len(_scalars) < 4096:
+        if value == value and (value != 0 or key[0] is int or key[0] is bool) and len(_scalars) < 4096:
             _scalars[key] = node
     return node
 

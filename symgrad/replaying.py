@@ -24,7 +24,7 @@ the rest of the cycle.  Results of the cycle still held at its backward (a predi
 its loss) keep, while they live, the state their cycle began from, and are computed from it if
 read.  A view made in a cycle joins its base's storage only if it outlives the cycle; a write to a
 tensor that a live view of the cycle aliases is off the trace.  A trace whose replays keep falling
-back before their first backward earns the thread a rest (symgrad.cycles), longer each time.
+back before their second backward earns the thread a rest (symgrad.cycles), longer each time.
 Another thread that needs a carried tensor or a result of the cycle going on (the replaying thread
 ended, waits, or hands its steps to another) takes the cycle over (``_hand_over``): the chain
 settles and the cycle's writes so far are made for real, so the other thread sees them and its own
@@ -63,7 +63,7 @@ from symgrad.tensor import Tensor, record as record_op
 from symgrad.tracing import gradient_path
 
 SHORT_TRACE = 8  # a step this short, read after every backward, costs more replayed than recorded (W1)
-FRUITLESS = 3  # replays of a trace in a row that fall back before their first backward: the thread rests
+FRUITLESS = 3  # replays of a trace in a row that fall back before their second backward: the thread rests
 WRITE, FILL, BACKWARD = "write", "fill", "backward"
 SLOT, WRITTEN, GRAD = 0, 1, 2  # where a program input comes from: an outside operand, a write, a .grad
 FLOAT, START, FIXED = 0, 1, 2  # where a program's number input comes from: a float, an indexing's start, a constant
@@ -511,7 +511,7 @@ class Replayer:
 
     __slots__ = ("entries", "plan", "streak", "patience", "lock", "loop", "loops", "recording_after", "thread",
                  "chain", "gradient_slots", "fill_specs", "filled", "fill_kinds", "computed", "pending_slots", "added",
-                 "wiring", "wiring_epoch", "captured", "first", "cursor", "record", "before", "taken", "latest",
+                 "wiring", "wiring_epoch", "captured", "backwards", "cursor", "record", "before", "taken", "latest",
                  "writes", "made", "handed", "views", "mark")
     replaying = True
 
@@ -541,7 +541,7 @@ class Replayer:
         # the chain's epoch when a cycle ended as wired
         self.captured = []
         self._start()
-        self.first = self.record  # still the record when it falls back: no backward was replayed
+        self.backwards = 0  # replayed by this replayer: one, then a fall back, did not pay for the start
 
     def fills(self, signature) -> dict:
         """The fills a signature names: (shape, value, dtype) of each."""
@@ -862,6 +862,7 @@ class Replayer:
             self.chain.append(signature, outside, record)
             program_ran()
             stats.replayed += 1
+            self.backwards += 1
             self._start()
         return True
 
@@ -1269,10 +1270,10 @@ class Replayer:
                 if self.views:
                     self._register_views()
             stats.fell_back += 1
-            plan = self.plan  # fell back before its first backward: a step that leaves its trace each time rests
-            plan.fruitless = plan.fruitless + 1 if self.record is self.first else 0
+            plan = self.plan  # fell back before its second backward: a step that leaves its trace each time rests
+            plan.fruitless = plan.fruitless + 1 if self.backwards < 2 else 0
             _grad_state.cycle = self.recording_after(self, real, slots)
-            self.chain.replayer = self.record = self.first = self.wiring = None  # no reference cycle is left behind
+            self.chain.replayer = self.record = self.wiring = None  # no reference cycle is left behind
             self.made = []
 
 

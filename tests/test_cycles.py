@@ -97,6 +97,23 @@ def test_a_plain_loop_replays_and_matches(torch):
         assert replayed >= 70
 
 
+def test_a_loop_comparing_with_integer_zero_replays(torch):
+    """``z > 0`` (a mask, ``torch.where``'s condition) and ``clamp(min=0)`` take the int 0 every
+    step: its constant is the same each time, so the trace repeats and replays."""
+    def body(T, s, step):
+        z = T.matmul(s["x"], s["w"]) + s["b"]
+        mask = (s["y"] > 0).float()
+        loss = ((T.where(z > 0, z, 0.1 * z) - s["y"]) ** 2 * mask).mean() + z.clamp(min=0).sum()
+        loss.backward()
+        update(T, s)
+        zero(s)
+        return values(s["w"], s["b"])
+
+    replayed = compare(torch, body, steps=40)
+    if speed.fast:
+        assert replayed >= 30
+
+
 def test_reads_mid_cycle(torch):
     """The loss before its backward, parameters between update and forward, gradients before
     zeroing, each at some steps only: every read is the number PyTorch prints."""
