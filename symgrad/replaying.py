@@ -1005,6 +1005,10 @@ class Replayer:
                     chain.run()
                     _restore(old, chain.carries[slot], chain.state[slot])
                 chain.tensors[slot] = grad
+                captured = self.captured  # the next cycle's optimizer reads the new one where this one read
+                for k, tensor in enumerate(captured):  # the old: it takes it on a glance (``_takes``)
+                    if tensor is old:
+                        captured[k] = grad
                 carry = chain.carries[slot]
                 carry.kind, carry.old, carry.cls, carry.fill = kind, None, Tensor, None
                 _node_slot.__set__(grad, carry)

@@ -1013,6 +1013,27 @@ def test_set_to_none_and_a_gradient_kept_now_and_then(torch):
         assert replayed >= 100
 
 
+def test_last_steps_gradient_used_after_set_to_none(torch):
+    """The last step's ``.grad`` kept and used in this step's update, after ``zero_grad()`` made
+    a new one: the replayed backward's new ``.grad`` is taken where the old one was read, and the
+    old one, held, keeps its values (every step; at some steps only)."""
+    def body(T, s, step):
+        if "opt" not in s:
+            s["opt"] = T.optim.SGD([s["w"], s["b"]], lr=0.1)
+        s["opt"].zero_grad()
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        previous = s.get("previous")
+        if previous is not None:
+            with T.no_grad():
+                s["w"] -= 0.05 * previous
+        s["opt"].step()
+        s["previous"] = s["w"].grad if step < 40 or step % 3 else None
+        return values(s["w"], s["w"].grad, loss)
+
+    compare(torch, body, steps=80, replays=True)
+
+
 def test_a_new_batch_every_step(torch):
     """New input tensors every step (a data loader): outside arrays that vary, stacked into the
     scan, while the parameters are carried."""
