@@ -68,9 +68,12 @@ class Loop:
             key = (signature, invariant)
             scan = self.scans.get(key, 0)
             if scan == 0:
+                key, scan = self._covering(key)
+            if scan == 0:
                 self.scans[key] = None
                 self._compile(key, fills, state, outside)
             elif scan:
+                invariant = key[1]
                 stats.scans += 1
                 invariants = [outside[0][j] for j, same in enumerate(invariant) if same]
                 varying = [_stacked([a[j] for a in outside]) for j, same in enumerate(invariant) if not same]
@@ -88,6 +91,19 @@ class Loop:
                 root, state = _step(signature, fills, state, arrays, self.program.run)
             roots.append(root)
         return roots, state
+
+    def _covering(self, key):
+        """A scan of the signature that stacks every array this run varies (and maybe more), and
+        its key; else ``key`` and 0.  A number that stops changing (Adam's first bias correction,
+        after some hundred steps) or changes again is one more array stacked, not one more compile."""
+        signature, invariant = key
+        found = key, 0
+        for (other, same), scan in self.scans.items():
+            if other == signature and scan is not False and all(a or not b for a, b in zip(invariant, same)):
+                found = (other, same), scan
+                if scan is not None:
+                    break
+        return found
 
     def _compile(self, key, fills, state, outside) -> None:
         signature, invariant = key

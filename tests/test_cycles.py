@@ -989,6 +989,29 @@ def test_long_loops_run_as_scans_and_every_loss_is_pytorchs(torch):
         assert replayed >= 190 and scans >= 4, (replayed, scans)
 
 
+def test_a_number_that_stops_changing_keeps_its_scan(torch, monkeypatch):
+    """A learning rate that decays, then stays (as Adam's first bias correction does): the scan
+    compiled with it stacked serves the runs where it is the same each step; nothing compiles
+    again, and every loss is PyTorch's."""
+    compiled = []
+    compile_scan = cycle_scan.Loop._compile
+    monkeypatch.setattr(cycle_scan.Loop, "_compile",
+                        lambda self, key, *rest: (compiled.append(key[1]), compile_scan(self, key, *rest)))
+
+    def body(T, s, step):
+        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        update(T, s, lr=0.5 / (1 + step) if step < 80 else 0.005)
+        zero(s)
+        return loss
+
+    _compare_kept(torch, body, 240)
+    codegen.finish_compiles()
+    replayed, scans = _compare_kept(torch, body, 240)
+    if speed.fast:
+        assert len(compiled) == 1 and replayed >= 230 and scans >= 6, (compiled, replayed, scans)
+
+
 def test_set_to_none_and_a_gradient_kept_now_and_then(torch):
     """``optimizer.zero_grad()`` (``.grad = None``): each replayed backward makes a new ``.grad``
     tensor in the slot of the last one; one kept by the caller keeps its own values."""
