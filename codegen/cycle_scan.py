@@ -61,7 +61,7 @@ class Loop:
         step's outside arrays; ``fills``: ``("fill", k)`` -> (shape, value, dtype)."""
         arrays = self.fills.get(signature)
         if arrays is None:
-            arrays = self.fills[signature] = {k: jnp.full(shape, v, dtype) for k, (shape, v, dtype) in fills.items()}
+            arrays = self.fills[signature] = {k: filled(shape, v, dtype) for k, (shape, v, dtype) in fills.items()}
         fills = arrays
         if len(outside) == LENGTH:
             invariant = tuple(all(a[j] is outside[0][j] for a in outside) for j in range(len(outside[0])))
@@ -153,6 +153,12 @@ def _stacked(arrays):
         if a.__class__ is not np.ndarray:
             return jnp.stack(arrays)
     return np.stack(arrays)
+
+
+def filled(shape, value, dtype):
+    """An array of one value, made by NumPy and put on the device: ``jnp.full`` compiles an XLA
+    program for each new shape (~5-17 ms each, four of them in a small MLP's first replayed step)."""
+    return jax.device_put(np.full(shape, value, dtype))
 
 
 def _like(fill, state):

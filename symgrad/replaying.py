@@ -47,7 +47,6 @@ import threading
 import weakref
 from operator import is_
 
-import jax.numpy as jnp
 import numpy as np
 
 import codegen.compile as programs
@@ -472,7 +471,7 @@ def _zeros(kind):
     if zeros is None:
         if len(_ZEROS) > 256:
             _ZEROS.clear()
-        zeros = _ZEROS[kind] = jnp.zeros(kind.shape, kind.dtype.numpy)
+        zeros = _ZEROS[kind] = cycle_scan.filled(kind.shape, 0, kind.dtype.numpy)
     return zeros
 
 
