@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from functools import partial
 
-import jax.numpy as jnp
 import numpy as np
 
 from symgrad import devices, dtypes, random
@@ -12,17 +11,14 @@ from symgrad.grad_mode import is_grad_enabled
 from symgrad.inplace import write_values
 from symgrad.nodes import leaf
 from symgrad.tensor import Tensor
-
-
-def _device(array: np.ndarray):
-    return jnp.asarray(array)
+from symgrad.uploads import from_host
 
 
 def _make(array: np.ndarray, dtype, requires_grad: bool) -> Tensor:
     if requires_grad and not dtype.is_floating_point:
         raise RuntimeError(f"Only Tensors of floating point and complex dtype can require gradients "
                            f"(got dtype {dtype}, shape {tuple(array.shape)})")
-    return Tensor(leaf(_device(np.asarray(array, dtype=dtype.numpy)), dtype, requires_grad))
+    return Tensor(leaf(from_host(np.asarray(array, dtype=dtype.numpy)), dtype, requires_grad))
 
 
 def _first_element(data):
@@ -256,7 +252,7 @@ def _fill(tensor: Tensor, draw, generator) -> Tensor:
     if node.requires_grad and node.is_leaf and is_grad_enabled():
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     values = _draw(draw, tuple(node.shape), node.dtype, generator)
-    write_values(tensor, leaf(_device(np.asarray(values, dtype=node.dtype.numpy)), node.dtype))
+    write_values(tensor, leaf(from_host(np.asarray(values, dtype=node.dtype.numpy)), node.dtype))
     return tensor
 
 

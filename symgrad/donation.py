@@ -24,12 +24,13 @@ import sys
 from collections import Counter
 
 import jax
+import numpy as np
 
 from symgrad.nodes import LEAF
 
 MIN_ELEMENTS = 1 << 18  # smaller buffers come back from malloc's free lists without fresh pages
 
-_ARRAY = type(jax.numpy.zeros(()))
+_ARRAY = type(jax.device_put(np.zeros(())))  # (no XLA compile at import, as jnp.zeros would)
 
 
 def dead_sources(root, pending, sources, among, held) -> frozenset:

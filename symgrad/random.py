@@ -16,12 +16,12 @@ from __future__ import annotations
 import math
 import secrets
 
-import jax.numpy as jnp
 import numpy as np
 
 from symgrad import dtypes
 from symgrad.nodes import leaf
 from symgrad.tensor import Tensor
+from symgrad.uploads import from_host
 
 DEFAULT_SEED = 67280421310721  # the seed of PyTorch's default CPU generator
 STATE_SIZE = 5056  # bytes in PyTorch's CPU generator state (get_rng_state)
@@ -92,7 +92,7 @@ class Generator:
     def get_state(self) -> Tensor:
         """PyTorch's state bytes (as int64 values: symgrad has no uint8 dtype yet): the seed, the
         mt19937 words and position, the cached normal values."""
-        return Tensor(leaf(jnp.asarray(self._state_bytes().astype(np.int64)), dtypes.int64))
+        return Tensor(leaf(from_host(self._state_bytes().astype(np.int64)), dtypes.int64))
 
     def _state_bytes(self) -> np.ndarray:
         engine = self._engine.state["state"]

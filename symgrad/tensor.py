@@ -13,13 +13,13 @@ import weakref
 
 import numpy as np
 
-import jax.numpy as jnp
 
 from symgrad import dtypes, engine, kinds, storage
 from symgrad.formatting import format_tensor
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import inference_active, is_grad_enabled
 from symgrad.nodes import LEAF, Node, RefusedHistory, check_history, combine, grad_fn_of, lazy_leaf, leaf, outlived, scalar
+from symgrad.uploads import from_host
 
 
 class Tensor:
@@ -292,12 +292,12 @@ def legacy_leaf(dtype, args: tuple) -> Node:
         values = np.asarray(args[0].detach().numpy() if isinstance(args[0], Tensor) else args[0])
     else:
         raise TypeError(f"new() received an invalid combination of arguments - got {tuple(type(a).__name__ for a in args)}")
-    return leaf(jnp.asarray(values.astype(dtype.numpy)), dtype)
+    return leaf(from_host(values.astype(dtype.numpy)), dtype)
 
 
 def _unpickled(values: np.ndarray, requires_grad: bool) -> Tensor:
     """The leaf a pickled tensor comes back as."""
-    return Tensor(leaf(jnp.asarray(values), dtypes.from_numpy(values.dtype), requires_grad))
+    return Tensor(leaf(from_host(np.asarray(values)), dtypes.from_numpy(values.dtype), requires_grad))
 
 
 def _relabel(node: Node, requires_grad: bool) -> Node:
@@ -424,7 +424,7 @@ def _unkinded(node: Node) -> int:
 
 
 def _array_leaf(array, dtype) -> Node:
-    return leaf(jnp.asarray(np.asarray(array, dtype=dtype.numpy)), dtype)
+    return leaf(from_host(np.asarray(array, dtype=dtype.numpy)), dtype)
 
 
 def _gradient_node(gradient, root: Node) -> Node:

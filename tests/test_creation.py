@@ -103,3 +103,27 @@ def test_to_a_device_checks_it(torch):
             with pytest.raises(RuntimeError, match="not available"):
                 move()
 
+
+
+def test_tensors_of_new_shapes_compile_nothing(caplog):
+    """Data, random and filled tensors of shapes not seen before reach the device without an XLA
+    compile (``jnp.asarray`` compiled one per shape, 5-25 ms each), copied from their source."""
+    import jax
+
+    from symgrad import uploads
+
+    source = np.arange(23 * 7, dtype=np.float32).reshape(23, 7)
+    with caplog.at_level("WARNING"), jax.log_compiles():
+        t = symgrad.tensor(source)
+        r = symgrad.randn(19, 3)
+        i = symgrad.tensor([[1, 2, 3]] * 17)
+        u = symgrad.empty(29, 2).uniform_(-1, 1)
+    assert not [m for m in caplog.messages if "Compiling" in m or "Finished XLA" in m], caplog.messages
+    source[0, 0] = 99.0
+    np.testing.assert_array_equal(t.numpy()[0], np.arange(7, dtype=np.float32))
+    assert (r.shape, i.dtype, u.shape) == ((19, 3), symgrad.int64, (29, 2))
+    assert float(u.abs().max()) <= 1.0
+    hot = np.ones((2, 31), np.float32)  # a shape put often takes the compiled copy: the same values
+    for _ in range(uploads.HOT_AFTER + 2):
+        last = symgrad.tensor(hot)
+    np.testing.assert_array_equal(last.numpy(), hot)
