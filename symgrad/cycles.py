@@ -21,6 +21,7 @@ from symgrad import engine, kinds
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
 from symgrad.nodes import CONST, LEAF, constant
+from symgrad.storage import DETACH
 from codegen import cycle_scan  # a module import: importing codegen may be what imports symgrad
 from symgrad.replaying import (BACKWARD, FILL, FIXED, FLOAT, FRUITLESS, GRAD, SLOT, START, WRITE, WRITTEN, Number, Replayer,
                                _gradient_state, _shares, worth_replaying)
@@ -135,6 +136,14 @@ class Cycle:
             attrs = moving[0]
         self._entry((op, attrs, _grad_state.enabled, refs, _type_of(node)), node, 1)  # (a kind would hold the floats)
 
+    def detached(self, tensor, node) -> None:
+        """``tensor.detach()`` made ``node``, a leaf of its values: its entry, if ``tensor`` is a
+        result of an op of the cycle (a detached parameter is one more outside tensor, as before:
+        its ``detach().numpy()`` each step reads the chain, and the cycle goes on)."""
+        position = self.position(tensor._node)
+        if position is not None and self.entries[position][0] is not WRITE and self.entries[position][0] is not FILL:
+            self._entry((DETACH, (), _grad_state.enabled, (position,), _type_of(node)), node, 0)
+
     def written(self, tensor, source, old, node) -> None:
         """``apply_inplace`` wrote the result ``source`` into ``tensor`` (whose node was ``old``)
         without history: its entry (a cast, a view, a tensor with history is not traced)."""
@@ -243,9 +252,9 @@ def plan_of(cycle, root, ran, before):
     pending = []
     for node in pending_nodes:
         position = cycle.position(node)
-        if position is None or cycle.entries[position][0] is not WRITE:
+        if position is None or cycle.entries[position][0] is not WRITE and cycle.entries[position][0] is not DETACH:
             return None
-        pending.append(position)
+        pending.append(position)  # (a detached result's values: a replayed one is made again if read)
     accumulate = tuple([before.get(("state", j)) for j in owner_slots])
     if 3 in accumulate or cycle.position(root) is None:
         return None

@@ -56,7 +56,7 @@ from symgrad.dtypes import Size, number_in
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
 from symgrad.nodes import _default_float, _scalars, CONST, LEAF, Node, constant, lazy_leaf, outlived, program_ran
-from symgrad.storage import mark, storage_of
+from symgrad.storage import DETACH, mark, storage_of
 from symgrad.inplace import write_values
 from symgrad.tensor import Tensor, record as record_op
 from symgrad.tracing import gradient_path
@@ -676,6 +676,16 @@ class Replayer:
         view._inference = base._inference
         self.views.append(len(self.made) - 1)
 
+    def detach(self, tensor):
+        """``tensor.detach()`` replayed, when ``tensor`` is a result of this cycle: its Traced, a view
+        of it (else None: a detached outside tensor is an outside tensor)."""
+        if tensor.__class__ is not Traced or tensor._record is not self.record:
+            return None
+        traced = self.op(DETACH, (tensor,), ())
+        if traced is not None:
+            self.viewed(traced, tensor, DETACH)
+        return traced
+
     def _live_views(self) -> list:
         """The views made in this cycle that someone besides the cycle still holds."""
         made, live = self.made, []
@@ -1244,6 +1254,8 @@ class Replayer:
                     real.append(tensor._node)
                 else:
                     real.append(lazy_leaf(entry[3], requires_grad=operand(entry[1]).requires_grad))
+            elif entry[0] is DETACH:
+                real.append(lazy_leaf(operand(entry[3][0])))
             elif entry[0] is not BACKWARD:
                 _grad_state.enabled = entry[2]
                 attrs = moved[k][0] if k in moved else entry[1]

@@ -110,8 +110,18 @@ class Tensor:
         return self._node.retains_grad
 
     def detach(self) -> "Tensor":
-        """A leaf that shares this tensor's storage and records no history."""
-        return storage.viewed(self, Tensor(lazy_leaf(self._node)), storage.DETACH)
+        """A leaf that shares this tensor's storage and records no history.  A step's trace names
+        the detach of a result of its own (symgrad.cycles), so such a step replays."""
+        cycle = _grad_state.cycle
+        if cycle is not None and cycle.replaying:
+            traced = cycle.detach(self)
+            if traced is not None:
+                return traced
+            cycle = _grad_state.cycle  # (it may have fallen back)
+        node = lazy_leaf(self._node)
+        if cycle is not None and not cycle.replaying and not cycle.broken:
+            cycle.detached(self, node)
+        return storage.viewed(self, Tensor(node), storage.DETACH)
 
     def detach_(self) -> "Tensor":
         self._rebind(lazy_leaf(self._node))

@@ -114,6 +114,62 @@ def test_a_loop_comparing_with_integer_zero_replays(torch):
         assert replayed >= 30
 
 
+def test_a_step_that_detaches_replays(torch):
+    """``z.detach()`` of the step's own results (targets that take no gradient): the trace names
+    each detach, so the step replays; every step's numbers are PyTorch's."""
+    def body(T, s, step):
+        z = T.matmul(s["x"], s["w"]) + s["b"]
+        target = z.detach().mean() + 0.1 * (z * z).detach()
+        loss = ((z - target) ** 2).mean() + bce(T, s["x"], s["y"], s["w"], s["b"])
+        loss.backward()
+        update(T, s)
+        zero(s)
+        return values(s["w"], s["b"])
+
+    replayed = compare(torch, body, steps=40)
+    if speed.fast:
+        assert replayed >= 30
+
+
+def test_detached_results_kept_and_aliases_written(torch):
+    """A detached result kept past its step, read at some steps and at the end; a detached alias
+    of a parameter made before the update, which sees the update (it shares the storage)."""
+    kept = []
+
+    def body(T, s, step):
+        z = T.matmul(s["x"], s["w"]) + s["b"]
+        d = z.detach()
+        alias = s["b"].detach()
+        loss = ((z - 0.5 * d) ** 2).mean()
+        loss.backward()
+        update(T, s)
+        zero(s)
+        seen = values(alias) if step % 4 == 1 else []
+        if step % 9 == 0:
+            kept.append(d)
+            seen += values(kept[0])
+        return seen + values(s["b"])
+
+    compare(torch, body, steps=40, replays=None)
+    assert len(kept) == 2 * 5  # (kept by both libraries)
+
+
+def test_truncated_backpropagation_through_time(torch):
+    """A hidden state carried across steps and detached each step (TBPTT): PyTorch's numbers."""
+    def body(T, s, step):
+        h = s.get("h")
+        h = T.zeros(3) if h is None else h.detach()
+        h = T.tanh(T.matmul(s["x"], s["w"]) + 0.5 * h + s["b"])
+        s["h"] = h
+        loss = ((h - s["y"]) ** 2).sum()
+        loss.backward()
+        update(T, s)
+        zero(s)
+        return values(s["w"], h)
+
+    compare(torch, body, steps=30, replays=None)
+
+
 def test_reads_mid_cycle(torch):
     """The loss before its backward, parameters between update and forward, gradients before
     zeroing, each at some steps only: every read is the number PyTorch prints."""
