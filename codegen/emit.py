@@ -8,7 +8,7 @@ and runs that repeat (codegen.reroll) are printed once, as the body of a ``jax.l
 """
 from __future__ import annotations
 
-from codegen import nan_literals, speed, stable
+from codegen import nan_literals, speed, stable, unrewritten
 from codegen.printer import value_text
 from codegen.reroll import find_loops, split_step_terms
 from codegen.scan import Scans
@@ -48,7 +48,7 @@ def bare(text: str) -> str:
 def emit(program: Program, reroll: bool | None = None) -> str:
     """The program's source; ``reroll=False`` prints every assignment (tests compare the two; by
     default loops are rerolled on the fast path only, codegen.speed)."""
-    kept = live_assignments(program)
+    kept = unrewritten.guarded(live_assignments(program))
     loops = find_loops(kept, program.shapes, program.dtypes) if (speed.fast if reroll is None else reroll) else []
     scans = None
     if loops:

@@ -105,6 +105,9 @@ class JaxPrinter(StrPrinter):
             return f"{ELEMENTWISE[name]}({', '.join(self._print(a) for a in expr.args)})"
         raise NotImplementedError(f"codegen has no JAX lowering for {name}")
 
+    def _print_Unrewritten(self, expr):  # codegen.unrewritten
+        return f"jax.lax.optimization_barrier({self._print(expr.args[0])})"
+
     def _print_Max(self, expr):
         return self._fold("jnp.maximum", expr.args)
 

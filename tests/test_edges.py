@@ -241,6 +241,31 @@ def test_max_shift_of_a_product_is_exact_where_xla_fuses_it(torch):
         _same(a, b, rtol=1e-6)
 
 
+def test_what_xla_would_rewrite_by_real_identities_is_ieee(torch):
+    """Was (fuzzer): XLA's algebraic simplifier rewrote ``log(pow(a, b))`` to ``b * log(abs(a))``
+    (``log(x ** 0.5)`` of -0.5 gave -0.35, PyTorch NaN), ``log(exp(a))`` to ``a`` (float32
+    ``log(exp(100))`` gave 100, PyTorch inf, and its gradient 1, PyTorch NaN), ``exp(a) /
+    exp(b)`` to ``exp(a - b)`` (1 where PyTorch has NaN), ``sqrt(x * x)`` to ``abs(x)`` (1e30
+    where PyTorch has inf), and divisions of divisions reassociated; also across the program's
+    assignments (codegen.unrewritten)."""
+    def run(T):
+        x = T.tensor(_f32([-0.5, 0.0, 2.0, 1e30, 100.0]), requires_grad=True)
+        parts = [T.log(x ** 0.5), T.log(T.pow(x, 1.5)), T.log2(x ** 2.0), T.log(T.exp(x)), T.log10(T.exp(x)),
+                 T.exp(x) / T.exp(2 * x), T.log(T.exp(x).clamp(min=1e-30)), T.exp(x) * T.exp(x + 1),
+                 T.exp(x) ** 1.5, T.sqrt(x * x), (x / x) / (x / x), x / 1e20 / 1e20]
+        results = []
+        for part in parts:
+            x.grad = None
+            (part * T.tensor(_f32([1.0, 2.0, 3.0, 4.0, 5.0]))).sum().backward()
+            results += [part.detach().numpy(), x.grad.numpy()]
+        v0 = T.tensor(_f32([[-0.5, -0.5, -0.5], [-0.5, -0.5, -0.5]]))
+        return results + [T.log(T.pow(v0, 0.5)).numpy()]
+
+    ours, theirs = _both(torch, run)
+    for k, (a, b) in enumerate(zip(ours, theirs)):
+        _same(a, b, rtol=1e-6, where=f"result {k}")
+
+
 def test_softmax_gradients_through_both_forms(torch):
     """PyTorch's backward formulas: g - exp(y) sum(g) and y (g - sum(g y))."""
     rng = np.random.default_rng(1)
