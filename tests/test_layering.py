@@ -12,6 +12,7 @@ LATE_IMPORTS = {
     "symgrad.cli": "a subcommand's modules are loaded only when it runs",
     "symgrad.check.crosscheck": "jax and torch are references, imported when a cross-check asks",
     "symgrad.check.torch_bridge": "the public namespace, looked up when a function is run on torch",
+    "symgrad.ops.linalg": "scipy, 0.14-0.2 s of every import, only to name a singular matrix's zero pivot",
 }
 
 

@@ -9,7 +9,6 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.linalg
 import sympy as sp
 
 from symgrad import dtypes, engine
@@ -389,6 +388,8 @@ def _singular_batches(result, A, shape):
     values = engine.concrete_array(result._node)
     if values is None or np.isfinite(np.asarray(values)).all():
         return []
+    import scipy.linalg  # late: 0.14-0.2 s of every import of symgrad, for an error message's detail
+
     found = []
     for label, matrix in _batches(np.broadcast_to(np.asarray(engine.concrete_array(A._node)), shape)):
         if np.isfinite(matrix).all():
