@@ -17,7 +17,10 @@ _puts: dict = {}  # (shape, dtype) -> puts so far
 
 
 def from_host(array: np.ndarray):
-    """``array`` (copied) as a JAX array on the default device."""
+    """``array``'s values now as a JAX array on the default device.  Both ways copy the host
+    buffer after they return (on CPU), so they are given a copy of their own: the caller may write
+    its array at once (a batch buffer refilled in place, ``from_numpy(a)`` then ``a[:] = ...``)."""
+    array = np.array(array, copy=True)
     key = (array.shape, array.dtype)
     puts = _puts.get(key, 0)
     if puts >= HOT_AFTER:

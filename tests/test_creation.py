@@ -127,3 +127,16 @@ def test_tensors_of_new_shapes_compile_nothing(caplog):
     for _ in range(uploads.HOT_AFTER + 2):
         last = symgrad.tensor(hot)
     np.testing.assert_array_equal(last.numpy(), hot)
+
+
+def test_host_arrays_written_at_once_do_not_reach_the_tensor():
+    """The device copy happens after ``jax.device_put`` returns: a caller writing its array at
+    once (``from_numpy(a)`` then ``a[:] = ...``, a batch buffer refilled in place, a NumPy operand)
+    saw the new values in the tensor in most runs (session 20 review)."""
+    seen = []
+    for _ in range(30):
+        a = np.zeros(10000, dtype=np.float32)
+        t, s = symgrad.from_numpy(a), symgrad.ones(10000) + a
+        a[:] = 77.0
+        seen.append((float(t[0]), float(s[-1])))
+    assert seen == [(0.0, 1.0)] * 30

@@ -22,6 +22,7 @@ from symgrad.ops.dims import dim_index
 from symgrad.ops.elementwise import DIV, SOFTPLUS, SUB, elementwise, refuse_bool, refuse_kernel
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import Tensor, apply
+from symgrad.uploads import from_host
 
 KINKED = ("kinked",)
 NOT_FLOAT = (dtypes.BOOLEAN, dtypes.INTEGER)  # PyTorch's activation kernels take floats only
@@ -372,4 +373,4 @@ def _rrelu(input, lower, upper, training, generator, ops):
         raise RuntimeError("rrelu in training draws a slope for each value at or below 0: it needs the input's "
                            "values now, and a JAX trace does not have them")
     noise = random.rrelu_noise(generator or random.default_generator, np.asarray(values), input.dtype, lower, upper)
-    return apply(with_noise, input, Tensor(leaf(jnp.asarray(noise), input.dtype)))
+    return apply(with_noise, input, Tensor(leaf(from_host(noise), input.dtype)))

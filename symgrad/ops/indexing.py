@@ -25,6 +25,7 @@ from symgrad.ops.dims import dim_index
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.ops.shape import INDEX
 from symgrad.tensor import Tensor, apply
+from symgrad.uploads import from_host
 
 # ----------------------------------------------------------------------- reading keys
 
@@ -55,10 +56,10 @@ def _values(tensor: Tensor):
 def _array_index(values: np.ndarray):
     """An index given as a list or NumPy array: booleans are a mask, numbers are truncated to int64."""
     if values.dtype == bool:
-        return Tensor(leaf(jnp.asarray(values), dtypes.bool_))
+        return Tensor(leaf(from_host(values), dtypes.bool_))
     if values.dtype.kind not in "iuf" and values.size:
         raise TypeError(f"new(): invalid data type '{values.dtype.name}'")
-    return Tensor(leaf(jnp.asarray(values.astype(np.int64)), dtypes.int64))
+    return Tensor(leaf(from_host(values.astype(np.int64)), dtypes.int64))
 
 
 def _item(k):
@@ -173,7 +174,7 @@ class Key:
                                       "depends on its values)")
         for j, positions in enumerate(np.nonzero(values)):
             self.spec.append((1, 0, shape[d + j], 1))
-            self.indices.append(Tensor(leaf(jnp.asarray(positions.astype(np.int64)), dtypes.int64)))
+            self.indices.append(Tensor(leaf(from_host(positions.astype(np.int64)), dtypes.int64)))
             self.axes.append(out_axis + j)
             self.sizes.append(shape[d + j])
         return d + mask.ndim
@@ -617,7 +618,7 @@ def masked_select(input, mask):
         raise NotImplementedError("symgrad: masked_select inside a traced function (its result's shape depends on "
                                   "the mask's values)")
     wide = np.broadcast_to(values, shape).reshape(shape or (1,))
-    positions = [Tensor(leaf(jnp.asarray(p.astype(np.int64)), dtypes.int64)) for p in np.nonzero(wide)]
+    positions = [Tensor(leaf(from_host(p.astype(np.int64)), dtypes.int64)) for p in np.nonzero(wide)]
     return apply(MASKED_SELECT, input, *positions, attrs=(shape,))
 
 
@@ -661,7 +662,7 @@ def index_fill(input, dim, index, value):
         bad = values[(values < -size) | (values >= size)]
         if bad.size:
             raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {axis} with size {size}")
-        index = Tensor(leaf(jnp.asarray(np.unique(values.reshape(-1) % max(size, 1))), dtypes.int64))
+        index = Tensor(leaf(from_host(np.unique(values.reshape(-1) % max(size, 1))), dtypes.int64))
     if not isinstance(value, Tensor):
         value = dtypes.number_in(value, input.dtype)
     return apply(INDEX_FILL, input, index, value, attrs=(axis,))
