@@ -86,6 +86,8 @@ class JaxPrinter(StrPrinter):
             exponent = sp.Integer(int(exponent))
             if exponent == 1:
                 return self._print(base)
+        if exponent.is_Float and float(exponent) in (0.5, -0.5):  # PyTorch's pow takes sqrt and rsqrt for
+            exponent = sp.S.Half if exponent > 0 else -sp.S.Half    # them: -0 and -inf keep IEEE's answers
         if exponent == sp.S.Half:
             return f"jnp.sqrt({self._print(base)})"
         if exponent == -sp.S.Half:

@@ -266,6 +266,21 @@ def test_what_xla_would_rewrite_by_real_identities_is_ieee(torch):
         _same(a, b, rtol=1e-6, where=f"result {k}")
 
 
+def test_a_power_of_one_half_is_pytorchs_square_root(torch):
+    """Was (session 20 review): ``x ** 0.5`` printed as ``jnp.power`` gave C's pow at -inf (inf,
+    PyTorch NaN) and lost the sign of -0; PyTorch's kernel takes ``sqrt`` for an exponent of 0.5."""
+    def run(T):
+        x = T.tensor(_f32([-INF, -0.0, 4.0, -1.0, INF]), requires_grad=True)
+        y = x ** 0.5 + T.pow(x, 0.5) * 2
+        y.sum().backward()
+        values = y.detach().numpy()
+        return [values, np.signbit(values) & ~np.isnan(values), x.grad.numpy()]  # (a NaN's sign means nothing)
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        _same(a, b)
+
+
 def test_softmax_gradients_through_both_forms(torch):
     """PyTorch's backward formulas: g - exp(y) sum(g) and y (g - sum(g y))."""
     rng = np.random.default_rng(1)
