@@ -84,51 +84,44 @@ def zero(state):
     state["b"].grad.zero_()
 
 
-def test_a_plain_loop_replays_and_matches(torch):
+def _sgd_steps_replay(torch, loss_of, steps, at_least):
+    """The loop ``loss_of(T, state)``, backward, update, zero, equal to PyTorch's step by step,
+    and replayed at least ``at_least`` times on the fast path."""
     def body(T, s, step):
-        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
-        loss.backward()
+        loss_of(T, s).backward()
         update(T, s)
         zero(s)
         return values(s["w"], s["b"])
 
-    replayed = compare(torch, body, steps=80)
+    replayed = compare(torch, body, steps=steps)
     if speed.fast:
-        assert replayed >= 70
+        assert replayed >= at_least
+
+
+def test_a_plain_loop_replays_and_matches(torch):
+    _sgd_steps_replay(torch, lambda T, s: bce(T, s["x"], s["y"], s["w"], s["b"]), 80, 70)
 
 
 def test_a_loop_comparing_with_integer_zero_replays(torch):
     """``z > 0`` (a mask, ``torch.where``'s condition) and ``clamp(min=0)`` take the int 0 every
     step: its constant is the same each time, so the trace repeats and replays."""
-    def body(T, s, step):
+    def loss_of(T, s):
         z = T.matmul(s["x"], s["w"]) + s["b"]
         mask = (s["y"] > 0).float()
-        loss = ((T.where(z > 0, z, 0.1 * z) - s["y"]) ** 2 * mask).mean() + z.clamp(min=0).sum()
-        loss.backward()
-        update(T, s)
-        zero(s)
-        return values(s["w"], s["b"])
+        return ((T.where(z > 0, z, 0.1 * z) - s["y"]) ** 2 * mask).mean() + z.clamp(min=0).sum()
 
-    replayed = compare(torch, body, steps=40)
-    if speed.fast:
-        assert replayed >= 30
+    _sgd_steps_replay(torch, loss_of, 40, 30)
 
 
 def test_a_step_that_detaches_replays(torch):
     """``z.detach()`` of the step's own results (targets that take no gradient): the trace names
     each detach, so the step replays; every step's numbers are PyTorch's."""
-    def body(T, s, step):
+    def loss_of(T, s):
         z = T.matmul(s["x"], s["w"]) + s["b"]
         target = z.detach().mean() + 0.1 * (z * z).detach()
-        loss = ((z - target) ** 2).mean() + bce(T, s["x"], s["y"], s["w"], s["b"])
-        loss.backward()
-        update(T, s)
-        zero(s)
-        return values(s["w"], s["b"])
+        return ((z - target) ** 2).mean() + bce(T, s["x"], s["y"], s["w"], s["b"])
 
-    replayed = compare(torch, body, steps=40)
-    if speed.fast:
-        assert replayed >= 30
+    _sgd_steps_replay(torch, loss_of, 40, 30)
 
 
 def test_detached_results_kept_and_aliases_written(torch):
@@ -1068,17 +1061,23 @@ def test_a_number_that_stops_changing_keeps_its_scan(torch, monkeypatch):
         assert len(compiled) == 1 and replayed >= 230 and scans >= 6, (compiled, replayed, scans)
 
 
+def _zeroed_and_backward(T, s):
+    """``optim.SGD``'s ``zero_grad()`` (made at the first step), the loss and its backward."""
+    if "opt" not in s:
+        s["opt"] = T.optim.SGD([s["w"], s["b"]], lr=0.1)
+    s["opt"].zero_grad()
+    loss = bce(T, s["x"], s["y"], s["w"], s["b"])
+    loss.backward()
+    return loss
+
+
 def test_set_to_none_and_a_gradient_kept_now_and_then(torch):
     """``optimizer.zero_grad()`` (``.grad = None``): each replayed backward makes a new ``.grad``
     tensor in the slot of the last one; one kept by the caller keeps its own values."""
     kept = {}
 
     def body(T, s, step):
-        if "opt" not in s:
-            s["opt"] = T.optim.SGD([s["w"], s["b"]], lr=0.1)
-        s["opt"].zero_grad()
-        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
-        loss.backward()
+        loss = _zeroed_and_backward(T, s)
         if step % 37 == 0:
             kept.setdefault(T.__name__, []).append(s["w"].grad)
         s["opt"].step()
@@ -1097,11 +1096,7 @@ def test_last_steps_gradient_used_after_set_to_none(torch):
     a new one: the replayed backward's new ``.grad`` is taken where the old one was read, and the
     old one, held, keeps its values (every step; at some steps only)."""
     def body(T, s, step):
-        if "opt" not in s:
-            s["opt"] = T.optim.SGD([s["w"], s["b"]], lr=0.1)
-        s["opt"].zero_grad()
-        loss = bce(T, s["x"], s["y"], s["w"], s["b"])
-        loss.backward()
+        loss = _zeroed_and_backward(T, s)
         previous = s.get("previous")
         if previous is not None:
             with T.no_grad():

@@ -666,6 +666,23 @@ def test_convolution_padding_meets_an_infinite_kernel_as_pytorchs(torch):
         np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=0)
 
 
+def test_an_infinite_input_of_one_group_stays_in_its_group(torch):
+    """Was (random-programs fuzzer): XLA's grouped convolution made NaN in the other groups' output
+    channels where one group's input held an inf (PyTorch's stay finite); the input's gradient
+    (itself a grouped convolution) likewise."""
+    x = np.ones((2, 2, 9))
+    x[0, 0, 1] = np.inf
+    w = np.linspace(0.5, 1.5, 12).reshape(4, 1, 3)
+    results = []
+    for T in (symgrad, torch):
+        xt, wt = T.tensor(x, requires_grad=True), T.tensor(w)
+        y = T.nn.functional.conv1d(xt, wt, stride=2, padding=1, dilation=2, groups=2)
+        (y * T.tensor(np.linspace(-1, 1, y.numel()).reshape(tuple(y.shape)))).sum().backward()
+        results.append([np.asarray(t.detach().numpy()) for t in (y, xt.grad)])
+    for ours, theirs in zip(*results):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=0)
+
+
 def test_float32_std_of_huge_values_is_pytorchs(torch):
     """Was: the float64 variance of 1e30s rounded to float32 inf before its root (PyTorch takes the
     root first: std 3.5e29); the gradient follows PyTorch's too (fuzzer finding)."""

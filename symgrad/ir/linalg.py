@@ -169,10 +169,22 @@ class Conv(_Head):
         spatial = "DHW"[-len(strides):] if len(strides) <= 3 else None
         numbers = (f"NC{spatial}", f"OI{spatial}", f"NC{spatial}")
         x, w = (printer._print(a) for a in self.args[:2])
-        return (f"jax.lax.conv_general_dilated({x}, {w}, window_strides={strides}, padding={padding}, "
-                f"lhs_dilation={lhs_dilation}, rhs_dilation={rhs_dilation}, dimension_numbers={numbers}, "
-                f"feature_group_count={groups}, batch_group_count={batch_groups}, "
-                f"precision=jax.lax.Precision.HIGHEST)")
+
+        def call(x, w, groups):
+            return (f"jax.lax.conv_general_dilated({x}, {w}, window_strides={strides}, padding={padding}, "
+                    f"lhs_dilation={lhs_dilation}, rhs_dilation={rhs_dilation}, dimension_numbers={numbers}, "
+                    f"feature_group_count={groups}, batch_group_count={batch_groups}, "
+                    f"precision=jax.lax.Precision.HIGHEST)")
+
+        if groups == 1:
+            return call(x, w, 1)
+        # XLA's grouped convolution lets an inf or NaN of one group make NaN in the others (PyTorch's
+        # stay finite): the groups' convolutions one after another (``lax.map``: compiled once), their
+        # channels side by side
+        xs = f"jnp.moveaxis({x}.reshape({x}.shape[0], {groups}, {x}.shape[1] // {groups}, *{x}.shape[2:]), 1, 0)"
+        ws = f"{w}.reshape({groups}, {w}.shape[0] // {groups}, *{w}.shape[1:])"
+        each = f"jax.lax.map(lambda xw: {call('xw[0]', 'xw[1]', 1)}, ({xs}, {ws}))"
+        return f"(lambda y: jnp.moveaxis(y, 0, 1).reshape(y.shape[1], y.shape[0] * y.shape[2], *y.shape[3:]))({each})"
 
     def vjp(self, p, g, out):
         x, w = self.args[:2]
