@@ -128,7 +128,7 @@ class Cycle:
         if self.broken:
             return
         refs = tuple([self._operand(a if isinstance(a, Tensor) else None, n) for a, n in zip(args, nodes)])
-        if None in refs or node.kind is None:
+        if None in refs:  # (a result without a kind is traced: its entry keeps its shape and dtype)
             self.broken = True
             return
         moving = op.starts is not None and moving_starts(node)

@@ -163,6 +163,38 @@ def test_truncated_backpropagation_through_time(torch):
     compare(torch, body, steps=30, replays=None)
 
 
+def test_a_model_with_more_parameters_than_a_kind_holds_replays(torch):
+    """A step whose results have no kind (more than ``kinds.MAX_ARGS`` inputs: 34 layers, 68
+    parameters) is traced all the same (the trace keeps each result's shape and dtype, not its
+    kind): it replays, every loss PyTorch's."""
+    rng = np.random.default_rng(5)
+    weights = [(0.5 * rng.standard_normal((3, 3))).astype(np.float32) for _ in range(34)]
+    x, y = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((4, 3)).astype(np.float32)
+
+    def run(T):
+        model = T.nn.Sequential(*[layer for _ in weights for layer in (T.nn.Linear(3, 3), T.nn.Tanh())])
+        with T.no_grad():
+            for layer, w in zip(model[::2], weights):
+                layer.weight.copy_(T.tensor(w))
+                layer.bias.fill_(0.1)
+        optimizer = T.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for _ in range(30):
+            optimizer.zero_grad()
+            loss = T.nn.functional.mse_loss(model(T.tensor(x)), T.tensor(y))
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        return losses
+
+    before = replaying.stats.replayed
+    ours = run(symgrad)
+    replayed = replaying.stats.replayed - before
+    np.testing.assert_allclose(ours, run(torch), **STEP_TOL)
+    if speed.fast:
+        assert replayed >= 20, replayed
+
+
 def test_reads_mid_cycle(torch):
     """The loss before its backward, parameters between update and forward, gradients before
     zeroing, each at some steps only: every read is the number PyTorch prints."""
