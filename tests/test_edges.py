@@ -281,6 +281,20 @@ def test_a_power_of_one_half_is_pytorchs_square_root(torch):
         _same(a, b)
 
 
+def test_an_infinite_factor_of_a_known_zero_is_nan(torch):
+    """Was (random-programs fuzzer): XLA reassociated ``(x * 0.0) * -inf`` into ``x * nan`` and its
+    CPU ``exp`` of that folded NaN is undefined: ``softplus(x * 0.0, beta=-inf)`` and
+    ``exp((x * 0.0) * -inf)`` gave garbage numbers where PyTorch has NaN."""
+    def run(T):
+        zero = T.ones(5) * 0.0
+        return [T.nn.functional.softplus(zero, beta=-INF, threshold=2.0).numpy(), T.exp(zero * -INF).numpy()]
+
+    ours, theirs = _both(torch, run)
+    for a, b in zip(ours, theirs):
+        assert np.isnan(b).all()
+        _same(a, b)
+
+
 def test_softmax_gradients_through_both_forms(torch):
     """PyTorch's backward formulas: g - exp(y) sum(g) and y (g - sum(g y))."""
     rng = np.random.default_rng(1)
