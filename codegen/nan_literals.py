@@ -31,7 +31,7 @@ _INFINITE_FACTOR = re.compile(r"[*/]\s*\(*-?jnp\.inf\b|\bjnp\.inf\)*\s*[*/]")  #
 def kept(source: str) -> str:
     """``source`` (definitions and a program) with its exponentials made through ``nan_kept`` if it
     holds a NaN literal or an infinite factor, and ``nan_kept``'s definition above them."""
-    if "jnp.nan" not in source and not _INFINITE_FACTOR.search(source) or not _EXPONENTIAL_CALL.search(source):
+    if not ("jnp.nan" in source or _INFINITE_FACTOR.search(source)) or not _EXPONENTIAL_CALL.search(source):
         return source
     return _through_nan_kept(source)
 

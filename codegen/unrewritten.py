@@ -79,7 +79,7 @@ class _Guard:
                     or expr.exp in (sp.S.Half, -sp.S.Half) and _square(base)):
                 args[0] = Unrewritten(args[0])
         elif isinstance(expr, sp.Mul):
-            divides = any(isinstance(a, sp.Pow) and a.exp == -1 for a in expr.args)
+            divides = _division(expr)
             exps = sum(1 for s in seen if _exp(s))
             for k, s in enumerate(seen):
                 if exps > 1 and _exp(s) or divides and _division(s) and not isinstance(expr.args[k], sp.Pow):

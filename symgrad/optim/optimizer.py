@@ -103,7 +103,7 @@ class Optimizer:
         counted = self._step_counts.get(p)  # (the count, the node it was written as): a tensor written since is read
         count = (counted[0] if counted is not None and counted[1] is step._node else int(step.item())) + 1
         changes = _grad_state.changes
-        write_values(step, _count_leaf(count, step.dtype))
+        write_values(step, per_step(count, step.dtype)._node)  # (the values, made once for a step's parameters)
         _grad_state.changes = changes  # the count is no operand of the step: a replayed trace need not see it
         self._step_counts[p] = (count, step._node)
         return count
@@ -177,22 +177,6 @@ def zeros_like(p: Tensor) -> Tensor:
     """A state buffer of zeros, never made as an array: the first update fills it inside its
     compiled program (twelve host arrays copied in cost W6 ~1.4 ms per model)."""
     return Tensor(lazy_leaf(constant(0.0, p._node.shape, p._node.dtype)))
-
-
-_counts: dict = {}  # (count, dtype) -> a leaf of its array, whose values the parameters of a step share
-
-
-def _count_leaf(count: int, dtype):
-    """A step count's values (``_next_step``): made once per step, not once per parameter."""
-    key = (count, dtype)
-    node = _counts.get(key)
-    if node is None:
-        if len(_counts) >= 64:
-            _counts.clear()
-        array = np.asarray(count, dtype.numpy)
-        array.flags.writeable = False
-        node = _counts[key] = leaf(array, dtype)
-    return node
 
 
 _per_step: dict = {}  # (number, dtype) -> its 0-d tensor, shared by the parameters of a step
