@@ -67,18 +67,18 @@ class _Guard:
         if not expr.args or isinstance(expr, Unrewritten):
             return expr
         args = [self(a) for a in expr.args]
-        seen = [self.seen(a) for a in expr.args]
         name = type(expr).__name__
         if name in _LOGS:
-            inner = seen[0]
+            inner = self.seen(expr.args[0])
             if _exp(inner) or _power(inner) or (isinstance(inner, sp.Pow) and inner.exp == -sp.S.Half):
                 args[0] = Unrewritten(args[0])
         elif isinstance(expr, sp.Pow):
-            base = seen[0]
+            base = self.seen(expr.args[0])
             if (expr.exp == -1 and (_exp(base) or _division(base)) or _exp(base) and _power(expr)
                     or expr.exp in (sp.S.Half, -sp.S.Half) and _square(base)):
                 args[0] = Unrewritten(args[0])
-        elif isinstance(expr, sp.Mul):
+        elif isinstance(expr, sp.Mul):  # (what XLA sees of each operand is looked up here alone)
+            seen = [self.seen(a) for a in expr.args]
             divides = _division(expr)
             exps = sum(1 for s in seen if _exp(s))
             for k, s in enumerate(seen):
