@@ -40,7 +40,7 @@ class _GradMode(contextlib.ContextDecorator):
         """``@no_grad`` without parentheses: the class is given the function, as PyTorch allows."""
         if len(args) == 1 and callable(args[0]):
             return cls()(args[0])
-        return super().__new__(cls)
+        return object.__new__(cls)  # (not ``super()``: ``with no_grad():`` runs once a training step)
 
     def __enter__(self):  # the thread-local read and written directly: a training step enters one per step
         state = _state

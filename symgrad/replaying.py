@@ -70,6 +70,7 @@ _NUMBERS = frozenset((int, float, bool))
 _new = object.__new__
 _node_slot = Tensor.__dict__["_node"]
 _raw = _node_slot.__get__  # a tensor's node slot as it is: a Node, or the Carry of a carried tensor
+_grad_slot = Tensor.__dict__["_grad"]
 
 
 class Number:
@@ -223,10 +224,6 @@ def _carried_version(tensor) -> int:
     return Tensor._version.fget(tensor) + sum(1 for written in writes if written is tensor)
 
 
-def _carried_grad(tensor):
-    return tensor._grad  # a carried tensor is a leaf: no warning to give
-
-
 _CARRIED: dict = {}
 
 
@@ -239,7 +236,7 @@ def carried_class(cls):
             "_node": property(_carried_node, _set_carried_node),
             "_kind": property(lambda t: _raw(t, Tensor).kind),
             "_usual_class": cls,  # the class it has again when no longer carried (symgrad.serialization)
-            "grad": property(_carried_grad, Tensor.grad.fset, Tensor.grad.fdel),
+            "grad": property(_grad_slot.__get__, Tensor.grad.fset, Tensor.grad.fdel),  # a leaf: no warning
             "_version": property(_carried_version),
             "is_leaf": property(lambda t: True)})
     return carried
@@ -614,14 +611,20 @@ class Replayer:
             before = self.before
             if slot < len(before) and before[slot] is a and slot == len(captured):
                 # the tensor this slot took last cycle: what ``_capture`` asks of the object itself holds
-                # still; what it asks of this cycle is asked again
-                key, taken, raw = id(a), self.taken, _raw(a, Tensor)
-                if (raw.kind is ref[1] and (raw.__class__ is Node or raw.chain is self.chain) and key not in self.latest
-                        and (taken is None or key not in taken)):
-                    if taken is not None:
+                # still; what it asks of this cycle is asked again.  While every slot came so (``taken``
+                # None) it is in no other slot: last cycle's tensors were distinct (and a tensor written
+                # in this cycle is in a slot)
+                raw = _raw(a, Tensor)
+                if raw.kind is ref[1] and (raw.__class__ is Node or raw.chain is self.chain):
+                    taken = self.taken
+                    if taken is None:
+                        captured.append(a)
+                        return True
+                    key = id(a)
+                    if key not in taken:
                         taken.add(key)
-                    captured.append(a)
-                    return True
+                        captured.append(a)
+                        return True
             return self._capture(a, ref)
         if cls in _NUMBERS:
             if rcls is Number:
@@ -833,7 +836,7 @@ class Replayer:
                 self.fall_back()
                 return False
             captured = self.captured
-            owners = [captured[j] for j in plan.owners]
+            owners = list(map(captured.__getitem__, plan.owners))
             wired = self._wired_as_before(owners)
             self.before = ()  # (the glances are over: ``_carry_gradient`` counts who else holds a .grad)
             if wired is None and not self._holds(owners):
@@ -843,7 +846,8 @@ class Replayer:
                 self.fall_back()
                 return False
             for j in self.added:  # a view or a detached alias of a .grad sees the backward add into it
-                if _shares(owners[j]._grad):
+                grad = owners[j]._grad
+                if grad._storage is not None and len(grad._storage.members) > 1 and _shares(grad):
                     self.fall_back()
                     return False
             made = self.made
@@ -969,7 +973,7 @@ class Replayer:
                     return None
             elif _raw(grad, Tensor) is not carry:
                 return None
-        plain = [_raw(captured[i], Tensor) for i in plain]
+        plain = list(map(_raw, map(captured.__getitem__, plain)))
         return signature, tuple(plain + self._number_inputs() if self.plan.numbers else plain)
 
     def _rewired(self, wired, owners):
