@@ -508,7 +508,7 @@ class Replayer:
     __slots__ = ("entries", "plan", "streak", "patience", "lock", "loop", "loops", "recording_after", "thread",
                  "chain", "gradient_slots", "fill_specs", "filled", "fill_kinds", "computed", "pending_slots", "added",
                  "wiring", "wiring_epoch", "captured", "backwards", "cursor", "record", "before", "taken", "latest",
-                 "writes", "made", "handed", "views", "mark")
+                 "writes", "made", "handed", "views", "mark", "holders")
     replaying = True
 
     def __init__(self, entries, plan, streak, patience, lock, loop, loops, recording_after):
@@ -556,7 +556,7 @@ class Replayer:
         # the outside tensors of the last cycle, in their slots: a slot that takes the tensor it took then
         # takes it on a glance (``_takes``); ``taken`` (ids) is made at the first that does not
         self.before, self.captured, self.taken = self.captured, [], None
-        self.latest, self.writes, self.made = {}, [], []
+        self.latest, self.writes, self.made, self.holders = {}, [], [], None
         self.handed = None  # another thread's hand-over: the nodes it made of this cycle, and its slots
         self.views = []  # positions in ``made`` of the views made in this cycle
         self.mark = _grad_state.changes
@@ -1011,16 +1011,15 @@ class Replayer:
             slot = self.gradient_slots.get(id(owner))
             if slot is not None and slot < len(chain.tensors):
                 old = chain.tensors[slot]
-                held = 3  # this list, ``old`` and getrefcount's argument; and the cycle's own lists:
-                for other in self.captured + self.writes:
-                    held += other is old
-                if _raw(old, Tensor).__class__ is Carry and sys.getrefcount(old) > held:  # held by someone
+                where = self._holders().get(id(old), ())
+                # held by this list, ``old`` and getrefcount's argument, and where the cycle's lists hold it
+                if _raw(old, Tensor).__class__ is Carry and sys.getrefcount(old) > 3 + len(where):  # and someone
                     chain.run()
                     _restore(old, chain.carries[slot], chain.state[slot])
                 chain.tensors[slot] = grad
                 captured = self.captured  # the next cycle's optimizer reads the new one where this one read
-                for k, tensor in enumerate(captured):  # the old: it takes it on a glance (``_takes``)
-                    if tensor is old:
+                for k in where:  # the old: it takes it on a glance (``_takes``)
+                    if k is not None:
                         captured[k] = grad
                 carry = chain.carries[slot]
                 carry.kind, carry.old, carry.cls, carry.fill = kind, None, Tensor, None
@@ -1034,6 +1033,20 @@ class Replayer:
             return False
         self._carried(grad, kind).fill = None
         return True
+
+    def _holders(self) -> dict:
+        """Where the cycle's lists hold each tensor: id -> its positions in ``captured`` (None for each
+        time ``writes`` holds it).  Made once a backward, when the first ``.grad`` set to None takes
+        its slot (every owner's, after ``zero_grad()``: a search per owner made a step of a 40-tensor
+        model quadratic)."""
+        holders = self.holders
+        if holders is None:
+            holders = self.holders = {}
+            for k, tensor in enumerate(self.captured):
+                holders.setdefault(id(tensor), []).append(k)
+            for tensor in self.writes:
+                holders.setdefault(id(tensor), []).append(None)
+        return holders
 
     def _holds(self, owners) -> bool:
         """Whether the state the program assumes holds: owners (distinct, as captured) whose ``.grad``

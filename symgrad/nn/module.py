@@ -92,6 +92,8 @@ class Module:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
+        if not self._forward_pre_hooks and not self._forward_hooks:  # (a model's every call: no lists made)
+            return self.forward(*args, **kwargs)
         for hook in list(self._forward_pre_hooks.values()):
             changed = hook(self, args)
             if changed is not None:
@@ -130,10 +132,14 @@ class Module:
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name):
-        for table in ("_parameters", "_buffers", "_modules"):
-            entries = self.__dict__.get(table)
-            if entries is not None and name in entries:
-                return entries[name]
+        tables = self.__dict__  # (spelled out: ``self.weight`` comes here on every forward)
+        parameters, buffers, modules = tables.get("_parameters"), tables.get("_buffers"), tables.get("_modules")
+        if parameters is not None and name in parameters:
+            return parameters[name]
+        if buffers is not None and name in buffers:
+            return buffers[name]
+        if modules is not None and name in modules:
+            return modules[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):
