@@ -1,4 +1,4 @@
-"""The five workloads of issue 4, each checked for agreement before it is timed.
+"""The workloads (the five of issue 4 and later ones), each checked for agreement before it is timed.
 
 Every function returns rows ``(workload, system, seconds)``; ``seconds`` is per call (W1, W2,
 W4 steady), per iteration (W5), or per run (W3, W4 first call).
@@ -64,9 +64,9 @@ def _in_threads(torch, threads: int, fn):
     return run
 
 
-def _torch_turns(turns, torch, step, whole: bool = False):
+def _torch_turns(turns, torch, step, whole: bool = False, pools=(2, 1)):
     """PyTorch eager with its intra-op pool at 2 threads and at 1 (the better one is the reference)."""
-    for threads in (2, 1):
+    for threads in pools:
         label = f"torch eager ({threads} thread{'s' if threads > 1 else ''})"
         (turns.whole if whole else turns.per_call)(label, _in_threads(torch, threads, step))
 
@@ -643,3 +643,79 @@ def w7_batches(rows: int = 5000, batch: int = 64, epochs: int = 2, lr: float = 0
     rows_out.append((name, "symgrad torch-style, first call (the first epoch, per run)", first))
     rows_out.append((name, "jax.jit, first call", float(np.median([jax_cold() for _ in range(FIRST_CALLS)]))))
     return rows_out
+
+
+# ------------------------------------------------------------------------------- W8
+
+def _deep(T, layers: int):
+    """``layers`` x (Linear 8-8, Tanh), then Linear 8-1: many small parameters."""
+    modules = []
+    for _ in range(layers):
+        modules += [T.nn.Linear(8, 8), T.nn.Tanh()]
+    return T.nn.Sequential(*modules, T.nn.Linear(8, 1))
+
+
+def _deep_loop(T, X, Y, weights, layers: int, steps: int, lr: float):
+    """PyTorch's loop as its tutorials write it, ``zero_grad()``, ``backward()``, ``step()`` with
+    ``optim.SGD``, on a deep narrow model; its first layer's final weight."""
+    model = _deep(T, layers)
+    model.load_state_dict({k: T.tensor(v) for k, v in weights.items()})
+    optimizer = T.optim.SGD(model.parameters(), lr=lr)
+    x, y = T.tensor(X), T.tensor(Y)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        T.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    return model[0].weight
+
+
+def w8_deep(layers: int = 20, steps: int = 200, lr: float = 0.01):
+    """Dispatch-bound with many parameters (42 tensors of at most 64 numbers): what a step costs
+    per parameter (the backward's bookkeeping, each update and write), not the arithmetic."""
+    rng = np.random.default_rng(8)
+    X, Y = rng.standard_normal((16, 8)).astype(np.float32), rng.standard_normal((16, 1)).astype(np.float32)
+    symgrad.manual_seed(0)
+    weights = {k: v.numpy() for k, v in _deep(symgrad, layers).state_dict().items()}
+    name = f"W8 deep MLP, {layers} x (Linear 8-8, Tanh), optim.SGD, batch 16 (per step, {steps} steps)"
+    finals, turns = {}, Turns(name)
+
+    def symgrad_run():
+        return np.asarray(ready(_deep_loop(symgrad, X, Y, weights, layers, steps, lr)))
+
+    finals["symgrad torch-style"] = symgrad_run()
+    turns.whole("symgrad torch-style", symgrad_run)
+
+    names = list(weights)
+
+    @jax.jit
+    def jax_step(params):
+        def loss_fn(params):
+            h = X
+            for i in range(0, len(params), 2):
+                h = h @ params[i].T + params[i + 1]
+                if i + 2 < len(params):
+                    h = jnp.tanh(h)
+            return jnp.mean((h - Y) ** 2)
+        return [p - lr * g for p, g in zip(params, jax.grad(loss_fn)(params))]
+
+    def jax_run():
+        params = [jnp.asarray(weights[k]) for k in names]
+        for _ in range(steps):
+            params = jax_step(params)
+        return np.asarray(jax.block_until_ready(params[0]))
+
+    finals["jax.jit (functional step)"] = jax_run()
+    turns.whole("jax.jit (functional step)", jax_run)
+
+    torch = torch_module()
+    if torch:
+        def torch_run():
+            return _deep_loop(torch, X, Y, weights, layers, steps, lr).detach().numpy()
+
+        finals["torch eager"] = torch_run()
+        # one thread only: with two, each of its tiny ops waits on the pool (~60 ms a step here)
+        _torch_turns(turns, torch, torch_run, whole=True, pools=(1,))
+    codegen.finish_compiles()
+    _agree("W8 final first-layer weights", {k: (v,) for k, v in finals.items()})
+    return turns.measure(scale=1 / steps)
+
