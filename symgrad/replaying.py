@@ -242,6 +242,9 @@ def carried_class(cls):
     return carried
 
 
+_CARRIED_TENSOR = carried_class(Tensor)
+
+
 # ------------------------------------------------------------------------- traced results
 
 
@@ -582,12 +585,15 @@ class Replayer:
                 a, ra = args[0], refs[0]
                 ok = a._record is record and a._position == ra if a.__class__ is Traced else self._takes(a, ra)
             else:
-                ok = True
+                ok = False
                 for a, ref in zip(args, refs):
-                    if not (a._record is record and a._position == ref if a.__class__ is Traced
-                            else self._takes(a, ref)):
-                        ok = False
+                    if a.__class__ is Traced:
+                        if a._record is not record or a._position != ref:
+                            break
+                    elif not self._takes(a, ref):
                         break
+                else:
+                    ok = True
             if ok:
                 self.cursor = i + 1
                 traced = _new(Traced)
@@ -1004,12 +1010,12 @@ class Replayer:
         False when a new slot was made."""
         grad = owner._grad
         if grad is None:
-            grad = owner._grad = Tensor.__new__(Tensor)
-            grad._grad = grad._view = grad._storage = None
-            grad._inference = False
             chain = self.chain
             slot = self.gradient_slots.get(id(owner))
             if slot is not None and slot < len(chain.tensors):
+                grad = owner._grad = _new(_CARRIED_TENSOR)  # (made carried: a class switched costs more)
+                grad._grad = grad._view = grad._storage = None
+                grad._inference = False
                 old = chain.tensors[slot]
                 where = self._holders().get(id(old), ())
                 # held by this list, ``old`` and getrefcount's argument, and where the cycle's lists hold it
@@ -1024,8 +1030,10 @@ class Replayer:
                 carry = chain.carries[slot]
                 carry.kind, carry.old, carry.cls, carry.fill = kind, None, Tensor, None
                 _node_slot.__set__(grad, carry)
-                grad.__class__ = carried_class(Tensor)
                 return True
+            grad = owner._grad = _new(Tensor)
+            grad._grad = grad._view = grad._storage = None
+            grad._inference = False
             _node_slot.__set__(grad, _leaf(kind, _zeros(kind), grad))  # a stand-in: the backward's output replaces it
             carry = self._carried(grad, kind)
             carry.old = None
