@@ -200,6 +200,8 @@ class JaxPrinter(StrPrinter):
         test = self._comparison(condition, "==") if isinstance(condition, F.equal) else self._print(condition)
         return f"jnp.where({', '.join([test, *map(self._print, branches)])})"
 
+    _print_masked = _print_select
+
     # structural primitives
     def _print_Concatenate(self, expr):
         arrays = ", ".join(self._print(a) for a in expr.args[:-1])
@@ -363,7 +365,7 @@ def _typed_by_a_symbol(expr) -> bool:
     name = type(expr).__name__
     if expr.is_Number or name in _BOOLEAN_HEADS:
         return False
-    return any(_typed_by_a_symbol(a) for a in (expr.args[1:] if name == "select" else expr.args))
+    return any(_typed_by_a_symbol(a) for a in (expr.args[1:] if isinstance(expr, F.select) else expr.args))
 
 
 def value_text(program, expr, shape, dtype) -> str:

@@ -14,9 +14,9 @@ NaN or an infinity lost or made:
   PyTorch 1e-10, reassociated 0).
 
 A pattern may span assignments of the program (XLA sees one graph), so each operand's assignment
-is looked up.  The inner operand of such a pattern is printed inside
-``jax.lax.optimization_barrier``, which XLA does not look through; it costs the fusion of that one
-operand.  SymPy makes none of these (symgrad.ir.ieee).  Left to XLA: rewrites that only round
+is looked up, through negations (XLA cancels two).  The inner operand of such a pattern is printed
+inside ``jax.lax.optimization_barrier``, which XLA does not look through; it costs the fusion of that
+one operand.  SymPy makes none of these (symgrad.ir.ieee).  Left to XLA: rewrites that only round
 differently (``a / sqrt(b)`` as ``a * rsqrt(b)``), constants reassociated (``(x * c1) * c2``),
 ``nonnegative >= 0`` folded to true for a NaN, and the CPU backend's fused multiply-adds.
 """
@@ -44,8 +44,16 @@ def _exp(expr) -> bool:
 
 
 def _division(expr) -> bool:
-    return isinstance(expr, sp.Mul) and any(isinstance(a, sp.Pow) and a.exp == -1 for a in expr.args) or (
-        isinstance(expr, sp.Pow) and expr.exp == -1)
+    """A quotient as XLA sees it: any negative power is printed as a division (``a / b**2``)."""
+    return isinstance(expr, sp.Mul) and any(_reciprocal(a) for a in expr.args) or _reciprocal(expr)
+
+
+def _reciprocal(expr) -> bool:
+    return isinstance(expr, sp.Pow) and expr.exp.is_Number and expr.exp.is_extended_negative
+
+
+def _negation(expr) -> bool:
+    return isinstance(expr, sp.Mul) and len(expr.args) == 2 and expr.args[0] == -1 and expr.args[1].is_Symbol
 
 
 def _square(expr) -> bool:
@@ -59,8 +67,14 @@ class _Guard:
         self.definitions = dict(assignments)
 
     def seen(self, expr):
-        """What XLA sees as ``expr``: the assignment a symbol names, else the expression."""
-        return self.definitions.get(expr, expr) if isinstance(expr, sp.Symbol) else expr
+        """What XLA sees as ``expr``: the assignment a symbol names, else the expression; through a
+        negation, which XLA cancels against another (``-(-(a / b)) / c`` is ``(a / b) / c`` to it)."""
+        while isinstance(expr, sp.Symbol) and expr in self.definitions:
+            expr = self.definitions[expr]
+            if not _negation(expr):
+                break
+            expr = expr.args[1]
+        return expr
 
     def __call__(self, expr):
         """``expr`` with the inner operands of XLA's inexact rewrites kept."""

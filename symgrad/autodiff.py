@@ -14,7 +14,7 @@ from __future__ import annotations
 import sympy as sp
 
 from symgrad.ir import ieee
-from symgrad.ir.functions import Structural, equal, greater_equal, select
+from symgrad.ir.functions import Structural, equal, greater_equal, masked, select
 from symgrad.ir.program import Program
 
 
@@ -83,9 +83,12 @@ def _vjp(program, sym, expr, g, needs):
         if getattr(type(expr), "zero_gradient", False):  # PyTorch's zeros: a NaN cotangent stops here
             result.append((arg, sp.S.Zero))
             continue
-        derivative = _derivative(expr, arg)
-        with sp.evaluate(False):  # rebuilding must not fold x*x**-2 into 1/x (IEEE, symgrad.ir.ieee)
-            derivative = derivative.xreplace({expr: sym})
+        if _divides(expr, arg):
+            derivative = _quotient_derivative(program, sym, expr, arg)
+        else:
+            derivative = _derivative(expr, arg)
+            with sp.evaluate(False):  # rebuilding must not fold x*x**-2 into 1/x (IEEE, symgrad.ir.ieee)
+                derivative = derivative.xreplace({expr: sym})
         contribution = _chain(g, derivative)
         if program.shapes[arg] != out_shape:  # arg was broadcast: sum the cotangent back
             contribution = program.materialize(contribution, out_shape, program.dtypes[sym])
@@ -94,11 +97,29 @@ def _vjp(program, sym, expr, g, needs):
     return result
 
 
+def _divides(expr, x) -> bool:
+    """Whether ``expr`` is a quotient by ``x`` (div's form, ``a * x**-1``)."""
+    return expr.is_Mul and len(expr.args) == 2 and expr.args[1] == sp.Pow(x, -1, evaluate=False)
+
+
+def _quotient_derivative(program, sym, expr, x):
+    """d(a / x)/dx as PyTorch's div backward takes it: ``-(a / x) / x``, the quotient's value ``sym``
+    divided once more and bound to a symbol of its own, so that the cotangent multiplies it whole.
+    SymPy's ``-a / x**2`` squares x, which overflows (to ``a / inf``: 0, or NaN) where PyTorch's
+    numbers are finite: x / (y / x) at x = y = 1e30 (float32)."""
+    numerator, reciprocal = expr.args
+    divided = program.assign(ieee.mul(sym, reciprocal), program.shapes[sym], program.dtypes[sym], f"{sym.name}_divided")
+    by_divisor = ieee.mul(sp.S.NegativeOne, divided)
+    if x not in numerator.free_symbols:
+        return by_divisor
+    return ieee.add(ieee.mul(_derivative(numerator, x), reciprocal), by_divisor)  # x / x
+
+
 def _chain(g, derivative):
     """The cotangent times a derivative, as PyTorch's backward formulas take it: into each branch
     of a select, where a branch that does not depend on the input gets exact zeros (``where``'s
-    backward; relu's, clamp's), even where the cotangent is NaN or infinite."""
-    if isinstance(derivative, select):
+    backward; relu's, clamp's), even where the cotangent is NaN or infinite; a masked one whole."""
+    if isinstance(derivative, select) and not isinstance(derivative, masked):
         condition, a, b = derivative.args
         return select(condition, *(sp.S.Zero if d == 0 else _chain(g, d) for d in (a, b)))
     return ieee.mul(g, derivative)
@@ -133,7 +154,8 @@ def _derivative(expr, x):
 
 def _pow_derivative(expr, x):
     """PyTorch's pow gradients: zero where the exponent is 0 (even at a base of 0), and for the
-    exponent zero where the base is 0 and the exponent >= 0 (where b**e * log(b) is 0 * -inf)."""
+    exponent zero where the base is 0 and the exponent >= 0 (where b**e * log(b) is 0 * -inf), a
+    zero the cotangent still multiplies (``grad * where(...)``: NaN for an infinite cotangent)."""
     base, exponent = expr.args
     terms = []
     if x in base.free_symbols and not exponent.is_zero:
@@ -149,9 +171,9 @@ def _pow_derivative(expr, x):
         by_exponent = ieee.mul(expr, sp.log(base, evaluate=False))  # the real log: log(-2) is NaN
         if base.is_Number:
             if base.is_zero:
-                by_exponent = select(greater_equal(exponent, 0), sp.S.Zero, by_exponent)
+                by_exponent = masked(greater_equal(exponent, 0), sp.S.Zero, by_exponent)
         else:
-            by_exponent = select(ieee.mul(equal(base, 0), greater_equal(exponent, 0)), sp.S.Zero, by_exponent)
+            by_exponent = masked(ieee.mul(equal(base, 0), greater_equal(exponent, 0)), sp.S.Zero, by_exponent)
         terms.append(ieee.mul(by_exponent, de))
     return ieee.add(*terms)
 

@@ -190,6 +190,58 @@ def test_pow_gradients_follow_pytorchs_masks(torch):
         _same(a, b)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_cotangent_multiplies_pows_exponent_mask(torch, dtype):
+    """Was (review): ``log(x ** y)`` at x = -0, y = 2 gave y.grad 0 where PyTorch's is NaN.  PyTorch's
+    exponent gradient is ``grad * where(x == 0 & y >= 0, 0, x**y * log(x))``: an infinite or NaN
+    cotangent meets that zero as NaN, a negative one as -0; symgrad put the cotangent inside."""
+    def run(T):
+        x = T.tensor(-0.0, dtype=getattr(T, dtype.__name__), requires_grad=True)
+        y = T.tensor(2.0, dtype=x.dtype, requires_grad=True)
+        T.log(x ** y).backward()
+        b = T.tensor(np.array([-0.0, 0.0, 0.0, 0.0, 0.0], dtype=dtype), requires_grad=True)
+        e = T.tensor(np.array([3.0, 2.0, 0.0, 1.0, 2.0], dtype=dtype), requires_grad=True)
+        w = T.tensor(np.array([1.0, -1.0, INF, NAN, -2.0], dtype=dtype))
+        ((b ** e) * w).sum().backward()
+        c = T.tensor(np.array([2.0, 0.0, 1.0], dtype=dtype), requires_grad=True)
+        (0.0 ** c * T.tensor(np.array([-1.0, INF, NAN], dtype=dtype))).sum().backward()
+        grads = [x.grad.numpy(), y.grad.numpy(), b.grad.numpy(), e.grad.numpy(), c.grad.numpy()]
+        return grads + [np.signbit(g) & ~np.isnan(g) for g in grads]
+
+    ours, theirs = _both(torch, run)
+    assert np.isnan(theirs[1]) and np.isnan(theirs[3][2:4]).all() and theirs[8][[1, 4]].all()  # -0 in e.grad
+    for k, (a, b) in enumerate(zip(ours, theirs)):
+        _same(a, b, atol=0, where=f"result {k}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_divisors_gradient_is_the_quotient_divided_again(torch, dtype):
+    """Was (review): the gradient of ``x / (y / x)`` at x = y = 1e30 was NaN in float32 (PyTorch 2):
+    d(a / b)/db was SymPy's -a / b**2, whose square overflows (inf / inf), and the cotangent met
+    -a before the division (``(x / y) * 1e30`` at x = 1e20, y = 1e10: -inf, PyTorch -1e30).
+    PyTorch's div backward is ``-grad * ((a / b) / b)``; in float64 the old form also rounded
+    x / (x / y)'s cancelling terms apart (x.grad -2.8e14 at x = 1e-30, y = 2, PyTorch 0)."""
+    def run(T):
+        x = T.tensor(np.array([1e30, 1e20, 1e-30, 3.0], dtype=dtype), requires_grad=True)
+        y = T.tensor(np.array([1e30, 1e10, 2.0, -0.0], dtype=dtype), requires_grad=True)
+        w = T.tensor(np.array([1.0, 1e30, 1.0, 1.0], dtype=dtype))
+        results = []
+        for fn in (lambda: x / (y / x), lambda: (x / y) * w, lambda: x / (x / y), lambda: y / (x / y), lambda: x / x):
+            x.grad = y.grad = None
+            z = fn()
+            z.sum().backward()
+            results += [z.detach().numpy(), x.grad.numpy(), None if y.grad is None else y.grad.numpy()]
+        return results
+
+    ours, theirs = _both(torch, run)
+    assert theirs[1][0] == 2.0 and theirs[5][1] == -1e30
+    for k, (a, b) in enumerate(zip(ours, theirs)):
+        if b is None:
+            assert a is None
+        else:
+            _same(a, b, atol=0, where=f"result {k}")
+
+
 # ----------------------------------------------------------------------------- 3. large logits
 
 
@@ -264,6 +316,26 @@ def test_what_xla_would_rewrite_by_real_identities_is_ieee(torch):
     ours, theirs = _both(torch, run)
     for k, (a, b) in enumerate(zip(ours, theirs)):
         _same(a, b, rtol=1e-6, where=f"result {k}")
+
+
+def test_divisions_xla_sees_through_negations_and_powers_are_not_reassociated(torch):
+    """Was: XLA cancels ``-(-t)`` and then rewrites ``(a / b) / c`` to ``a / (b * c)``, and ``t / y**2``
+    is a division to it too; codegen.unrewritten saw neither: ``-(-(a / b)) / c`` at 1e30, 1e20, 1e20
+    was 0 (PyTorch 1e-10), and with a divisor's gradient ``-(a / b) / b``, ``x / (1 / y)``'s y.grad at
+    1e20, 1e10 became 1e20 (PyTorch inf: ``g_rdiv = -(div / rdiv)`` meets reciprocal's ``-g / y**2``)."""
+    def run(T):
+        a, b, c = T.tensor(np.float32(1e30)), T.tensor(np.float32(1e20)), T.tensor(np.float32(1e20))
+        results = [((-(-(a / b))) / c).numpy()]
+        for fn in (lambda x, y: x / (1 / y), lambda x, y: x / y.reciprocal()):
+            x, y = T.tensor(np.float32(1e20), requires_grad=True), T.tensor(np.float32(1e10), requires_grad=True)
+            fn(x, y).backward()
+            results += [x.grad.numpy(), y.grad.numpy()]
+        return results
+
+    ours, theirs = _both(torch, run)
+    assert theirs[0] == np.float32(1e-10) and theirs[2] == INF
+    for k, (a, b) in enumerate(zip(ours, theirs)):
+        _same(a, b, atol=0, where=f"result {k}")
 
 
 def test_a_power_of_one_half_is_pytorchs_square_root(torch):

@@ -278,6 +278,12 @@ class select(_RealFunction):
         return sp.S.Zero
 
 
+class masked(select):
+    """``where(condition, a, b)`` as one factor of a derivative: the cotangent multiplies it whole
+    (PyTorch's ``grad * where(...)``, pow's exponent), so a NaN or infinite cotangent is NaN in the
+    zero branch too.  A select's branches each take the cotangent (``where``'s backward)."""
+
+
 def _flat(name: str, numeric, nargs: int = 1, doc: str = ""):
     """A head whose derivative is zero wherever it is defined (PyTorch's subgradient at its jumps):
     rounding, signs, tests and logic.  ``numeric`` folds constants (NumPy's, so NaN folds too)."""
@@ -428,7 +434,7 @@ class root(_RealFunction):
 
 
 ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, softplus_kernel, binary_cross_entropy, binary_cross_entropy_with_logits, step, relu, equal, greater, greater_equal, less,
-                         less_equal, not_equal, select, floor, ceil, rint, trunc, sign, isnan, isinf, isfinite,
+                         less_equal, not_equal, select, masked, floor, ceil, rint, trunc, sign, isnan, isinf, isfinite,
                          logical_not, logical_and, logical_or, logical_xor, floor_divide, remainder, clamp,
                          maximum, minimum, hardtanh, hardswish, exact_difference, rerouted, root)
 
