@@ -56,7 +56,7 @@ from symgrad.dtypes import Size, number_in
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
 from symgrad.nodes import _default_float, _scalars, CONST, LEAF, Node, constant, lazy_leaf, outlived, program_ran
-from symgrad.storage import DETACH, mark, storage_of
+from symgrad.storage import DETACH, mark, storage_of, viewed
 from symgrad.inplace import write_values
 from symgrad.tensor import Tensor, record as record_op
 from symgrad.tracing import gradient_path
@@ -687,8 +687,21 @@ class Replayer:
 
     def detach(self, tensor):
         """``tensor.detach()`` replayed, when ``tensor`` is a result of this cycle: its Traced, a view
-        of it (else None: a detached outside tensor is an outside tensor)."""
-        if tensor.__class__ is not Traced or tensor._record is not self.record:
+        of it; or the root of a cycle done (``losses.append(loss.detach())`` after the backward): a
+        Traced of the root's value, which the scans stack as they run (else None: a detached outside
+        tensor is an outside tensor).  The root's node would be its cycle's graph made again, and
+        its value a run of the chain: every cycle one by one, ~6x slower a step."""
+        if tensor.__class__ is not Traced:
+            return None
+        record = tensor._record
+        if record is not self.record:
+            if record.done and record.replayer is self and tensor._position == self.entries[-1][1]:
+                kind = tensor._kind
+                detached = _new(Traced)
+                detached._record, detached._position = record, tensor._position
+                detached._kind = kinds.array(kind.shape, kind.dtype, False)
+                detached._grad = detached._view = detached._storage = None
+                return viewed(tensor, detached, DETACH)
             return None
         traced = self.op(DETACH, (tensor,), ())
         if traced is not None:
@@ -1170,7 +1183,9 @@ class Replayer:
             except AttributeError:
                 pass
             record = traced._record
-            if record.done:
+            if record.done and not traced._kind.requires_grad and self.entries[traced._position][4].requires_grad:
+                node = _value_leaf(traced._kind, self.root_value(record))  # the root detached (``detach``)
+            elif record.done:
                 real = record.real
                 if real is None:
                     slots = self._held_operands(record)
