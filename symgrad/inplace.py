@@ -158,7 +158,7 @@ def apply_inplace(tensor: Tensor, name: str, compute, operands=()) -> Tensor:
     cycle, result = _grad_state.cycle, None
     if cycle is not None and cycle.replaying:  # symgrad.replaying: checked against the trace first
         result = compute()
-        if cycle.write(tensor, result):
+        if replayed_write(cycle, tensor, result):
             return tensor
         cycle = _grad_state.cycle  # fell back: the cycle recording the rest
     node = tensor._node
@@ -233,6 +233,18 @@ def copy_(tensor: Tensor, src: Tensor) -> Tensor:
     else:
         write_result(tensor, result)
     return tensor
+
+
+def replayed_write(cycle, tensor: Tensor, result: Tensor) -> bool:
+    """``tensor`` takes ``result`` in a replayed step (``cycle``, symgrad.replaying), cast to its
+    dtype first where the trace casts it (a float32 state updated with a float64 result, as PyTorch
+    keeps the state's dtype); False when the cycle fell back (the usual path writes ``result``)."""
+    if cycle.writes_into(tensor, result):
+        return True
+    if _grad_state.cycle is not cycle:
+        return False
+    cast = to_dtype(result, tensor.dtype)  # the trace's cast, replayed (or off the trace: it falls back)
+    return _grad_state.cycle is cycle and cycle.write(tensor, cast)
 
 
 def write_result(tensor: Tensor, result: Tensor) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 
 from symgrad.grad_mode import _state as _grad_state
-from symgrad.inplace import apply_inplace
+from symgrad.inplace import apply_inplace, replayed_write
 from symgrad.ops.registry import REGISTRY
 from symgrad.out_argument import accepting_out
 from symgrad.tensor import Tensor
@@ -59,7 +59,7 @@ def _inplace(function, name):
         cycle = _grad_state.cycle
         if cycle is not None and cycle.replaying:
             result = function(self, *args, **kwargs)
-            if cycle.write(self, result):
+            if replayed_write(cycle, self, result):
                 return self  # (else it fell back: the usual path writes what was computed)
             return apply_inplace(self, name, lambda: result, (*args, *kwargs.values()))
         return apply_inplace(self, name, lambda: function(self, *args, **kwargs), (*args, *kwargs.values()))

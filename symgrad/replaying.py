@@ -797,6 +797,11 @@ class Replayer:
         self.fall_back()
         return False
 
+    def writes_into(self, tensor, source) -> bool:
+        """``write``, when the trace's next entry is a write; else False, still on the trace (an
+        optimizer's state of another dtype than its update's result: the caller casts it first)."""
+        return self.entries[self.cursor][0] is WRITE and self.write(tensor, source)
+
     def fill(self, tensor, value) -> bool:
         """``tensor.fill_(value)`` without history replayed; False when off the trace."""
         i = self.cursor

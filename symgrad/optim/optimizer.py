@@ -14,7 +14,7 @@ import numpy as np
 from symgrad import dtypes
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import enable_grad, no_grad
-from symgrad.inplace import write_result, write_traced, write_values
+from symgrad.inplace import replayed_write, write_result, write_traced, write_values
 from symgrad.nodes import constant, lazy_leaf, leaf
 from symgrad.tensor import Tensor, as_node, record
 
@@ -160,7 +160,8 @@ def update(tensor: Tensor, op, *inputs) -> None:
     if cycle is not None and cycle.replaying:
         result = cycle.op(op, inputs, ())
         if result is not None:
-            write_result(tensor, result)
+            if not replayed_write(cycle, tensor, result):  # fell back: the usual path writes it
+                write_result(tensor, result)
             return
     cycle = _grad_state.cycle  # (a replaying one fell back at the op)
     nodes = tuple([as_node(v) for v in inputs])
