@@ -71,6 +71,21 @@ def _torch_turns(turns, torch, step, whole: bool = False, pools=(2, 1)):
         (turns.whole if whole else turns.per_call)(label, _in_threads(torch, threads, step))
 
 
+def _whole_loop_references(turns, finals, jax_run, torch_loop, pools=(2, 1)) -> None:
+    """A whole-loop workload's references (W6-W8): ``jax_run()`` and, with PyTorch installed,
+    ``torch_loop(torch)`` (the loop's final tensor), each put in ``finals`` and timed in turns."""
+    finals["jax.jit (functional step)"] = jax_run()
+    turns.whole("jax.jit (functional step)", jax_run)
+    torch = torch_module()
+    if torch:
+        def torch_run():
+            return torch_loop(torch).detach().numpy()
+
+        finals["torch eager"] = torch_run()
+        _torch_turns(turns, torch, torch_run, whole=True, pools=pools)
+    codegen.finish_compiles()
+
+
 # ------------------------------------------------------------------------------- W1
 
 
@@ -492,19 +507,24 @@ def w5_loop(iterations: int = 1000, lr: float = 0.1, optimizer: bool = False):
 # ------------------------------------------------------------------------------- W6
 
 
-def _mlp_loop(T, X, Y, weights, steps: int, lr: float):
-    """A 784-512-512-10 MLP written with nn.Sequential, cross_entropy and optim.Adam, trained
-    torch-style for ``steps`` steps from ``weights`` (PyTorch's seeded init); its final weights."""
-    model = T.nn.Sequential(T.nn.Linear(784, 512), T.nn.ReLU(), T.nn.Linear(512, 512), T.nn.ReLU(),
-                            T.nn.Linear(512, 10))
+def _trained(T, model, weights, optimizer, loss, X, Y, steps: int):
+    """``model`` from ``weights`` (PyTorch's seeded init) trained as PyTorch's tutorials write it,
+    ``zero_grad()``, ``loss(model(x), y).backward()``, ``step()``; its first layer's final weight."""
     model.load_state_dict({k: T.tensor(v) for k, v in weights.items()})
-    optimizer = T.optim.Adam(model.parameters(), lr=lr)
+    optimizer = optimizer(model.parameters())
     x, y = T.tensor(X), T.tensor(Y)
     for _ in range(steps):
         optimizer.zero_grad()
-        T.nn.functional.cross_entropy(model(x), y).backward()
+        loss(model(x), y).backward()
         optimizer.step()
     return model[0].weight
+
+
+def _mlp_loop(T, X, Y, weights, steps: int, lr: float):
+    """A 784-512-512-10 MLP written with nn.Sequential, cross_entropy and optim.Adam."""
+    model = T.nn.Sequential(T.nn.Linear(784, 512), T.nn.ReLU(), T.nn.Linear(512, 512), T.nn.ReLU(),
+                            T.nn.Linear(512, 10))
+    return _trained(T, model, weights, lambda p: T.optim.Adam(p, lr=lr), T.nn.functional.cross_entropy, X, Y, steps)
 
 
 def w6_mlp(steps: int = 20, lr: float = 1e-3):
@@ -549,17 +569,7 @@ def w6_mlp(steps: int = 20, lr: float = 1e-3):
             params, m, v = jax_step(params, m, v, t)
         return np.asarray(jax.block_until_ready(params[0]))
 
-    finals["jax.jit (functional step)"] = jax_run()
-    turns.whole("jax.jit (functional step)", jax_run)
-
-    torch = torch_module()
-    if torch:
-        def torch_run():
-            return _mlp_loop(torch, X, Y, weights, steps, lr).detach().numpy()
-
-        finals["torch eager"] = torch_run()
-        _torch_turns(turns, torch, torch_run, whole=True)
-    codegen.finish_compiles()
+    _whole_loop_references(turns, finals, jax_run, lambda torch: _mlp_loop(torch, X, Y, weights, steps, lr))
     rows = turns.measure(scale=1 / steps)
     # Adam divides by sqrt(v): where a gradient is a rounding error, its step is still about lr
     _agree("W6 final first-layer weights", {k: (v,) for k, v in finals.items()}, dict(rtol=2e-4, atol=steps * lr / 4))
@@ -627,17 +637,7 @@ def w7_batches(rows: int = 5000, batch: int = 64, epochs: int = 2, lr: float = 0
         jax.clear_caches()
         return once(lambda: jax_run(1))
 
-    finals["jax.jit (functional step)"] = jax_run()
-    turns.whole("jax.jit (functional step)", jax_run)
-
-    torch = torch_module()
-    if torch:
-        def torch_run():
-            return _batch_loop(torch, X, Y, weights, epochs, batch, lr).detach().numpy()
-
-        finals["torch eager"] = torch_run()
-        _torch_turns(turns, torch, torch_run, whole=True)
-    codegen.finish_compiles()
+    _whole_loop_references(turns, finals, jax_run, lambda torch: _batch_loop(torch, X, Y, weights, epochs, batch, lr))
     _agree("W7 final weights", {k: (v,) for k, v in finals.items()})
     rows_out = turns.measure(scale=1 / steps)
     rows_out.append((name, "symgrad torch-style, first call (the first epoch, per run)", first))
@@ -656,17 +656,9 @@ def _deep(T, layers: int):
 
 
 def _deep_loop(T, X, Y, weights, layers: int, steps: int, lr: float):
-    """PyTorch's loop as its tutorials write it, ``zero_grad()``, ``backward()``, ``step()`` with
-    ``optim.SGD``, on a deep narrow model; its first layer's final weight."""
-    model = _deep(T, layers)
-    model.load_state_dict({k: T.tensor(v) for k, v in weights.items()})
-    optimizer = T.optim.SGD(model.parameters(), lr=lr)
-    x, y = T.tensor(X), T.tensor(Y)
-    for _ in range(steps):
-        optimizer.zero_grad()
-        T.nn.functional.mse_loss(model(x), y).backward()
-        optimizer.step()
-    return model[0].weight
+    """The deep narrow model trained with ``optim.SGD`` and ``mse_loss``."""
+    return _trained(T, _deep(T, layers), weights, lambda p: T.optim.SGD(p, lr=lr), T.nn.functional.mse_loss, X, Y,
+                    steps)
 
 
 def w8_deep(layers: int = 20, steps: int = 200, lr: float = 0.01):
@@ -704,18 +696,9 @@ def w8_deep(layers: int = 20, steps: int = 200, lr: float = 0.01):
             params = jax_step(params)
         return np.asarray(jax.block_until_ready(params[0]))
 
-    finals["jax.jit (functional step)"] = jax_run()
-    turns.whole("jax.jit (functional step)", jax_run)
-
-    torch = torch_module()
-    if torch:
-        def torch_run():
-            return _deep_loop(torch, X, Y, weights, layers, steps, lr).detach().numpy()
-
-        finals["torch eager"] = torch_run()
-        # one thread only: with two, each of its tiny ops waits on the pool (~60 ms a step here)
-        _torch_turns(turns, torch, torch_run, whole=True, pools=(1,))
-    codegen.finish_compiles()
+    # PyTorch with one thread only: with two, each of its tiny ops waits on the pool (~60 ms a step here)
+    _whole_loop_references(turns, finals, jax_run, lambda torch: _deep_loop(torch, X, Y, weights, layers, steps, lr),
+                           pools=(1,))
     _agree("W8 final first-layer weights", {k: (v,) for k, v in finals.items()})
     return turns.measure(scale=1 / steps)
 
