@@ -1107,6 +1107,36 @@ def test_losses_kept_detached_run_as_scans_and_are_pytorchs(torch):
     np.testing.assert_allclose(aliasing(symgrad), aliasing(torch), **STEP_TOL)
 
 
+def test_detached_losses_outlive_a_change_of_loop(torch):
+    """Detached losses kept while the loop replays, an op on an old one mid-loop (off the trace), and
+    a loss that changes at step 100 (another trace): every kept value PyTorch's when read at the end."""
+    def kept_losses(T):
+        T.manual_seed(0)
+        model = T.nn.Sequential(T.nn.Linear(4, 8), T.nn.Tanh(), T.nn.Linear(8, 1))
+        optimizer = T.optim.SGD(model.parameters(), lr=0.05)
+        x, y = T.tensor(FEATURES), T.tensor(FEATURES[:, :1] * 0.5)
+        kept = []
+        for step in range(150):
+            optimizer.zero_grad()
+            out = model(x)
+            loss = T.nn.functional.mse_loss(out, y) if step < 100 else T.nn.functional.l1_loss(out, y)
+            loss.backward()
+            optimizer.step()
+            kept.append(loss.detach())
+            if step == 120:
+                kept.append(kept[50] * 2)
+        return [float(k) for k in kept], [(k.requires_grad, k.is_leaf, k.grad_fn is None) for k in kept[::10]]
+
+    replayed = replaying.stats.replayed
+    ours = kept_losses(symgrad)
+    replayed = replaying.stats.replayed - replayed
+    theirs = kept_losses(torch)
+    np.testing.assert_allclose(ours[0], theirs[0], **STEP_TOL)
+    assert ours[1] == theirs[1]
+    if speed.fast:
+        assert replayed >= 120, replayed
+
+
 def test_a_number_that_stops_changing_keeps_its_scan(torch, monkeypatch):
     """A learning rate that decays, then stays (as Adam's first bias correction does): the scan
     compiled with it stacked serves the runs where it is the same each step; nothing compiles
