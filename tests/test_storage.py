@@ -148,7 +148,21 @@ def activations_in_place(T):
     return results
 
 
-SCENARIOS = [activations_in_place, slice_of_a_result_written, base_written_views_see_it, writes_through_views_without_grad,
+def einsum_that_sums_nothing_is_a_view(T):
+    """An einsum of one operand that only permutes (or takes a diagonal) is a view in PyTorch: a
+    write to the operand reaches it (random-programs fuzzer: ``einsum('ij->ji', x)`` then ``x += 2``)."""
+    x = T.tensor(np.arange(9.0, dtype=np.float32).reshape(3, 3), requires_grad=True)
+    h = x * 1
+    views = [T.einsum(equation, h) for equation in ("ij->ji", "ij->ij", "ii->i", "ij")]
+    summed = T.einsum("ij->i", h)
+    with T.no_grad():
+        h.add_(2)
+    (sum((v * (k + 1)).sum() for k, v in enumerate(views[:2])) + summed.sum()).backward()
+    return dict(**{f"view {k}": v for k, v in enumerate(views)}, based=tuple(v._base is h for v in views),
+                summed=summed, names=tuple(_name(v) for v in views), grad=x.grad)
+
+
+SCENARIOS = [einsum_that_sums_nothing_is_a_view, activations_in_place, slice_of_a_result_written, base_written_views_see_it, writes_through_views_without_grad,
              detach_and_data_share_storage, detached_view_written, view_written_with_history, diagonal_written_with_history,
              no_grad_write_into_a_view_of_a_parameter, a_module_state_dict_shares_its_parameters,
              saved_values_untouched]

@@ -256,6 +256,8 @@ def einsum(equation, *operands):
         operands = tuple(operands[0])
     inputs, output = _parse_einsum(equation, [tuple(o.shape) for o in operands])
     operands, inputs = zip(*(_diagonals(o, labels, k) for k, (o, labels) in enumerate(zip(operands, inputs))))
+    if len(operands) == 1 and sorted(inputs[0]) == sorted(output):  # nothing summed: PyTorch's einsum gives a
+        return operands[0].permute(*[inputs[0].index(label) for label in output])  # view (a write reaches it)
     return apply(EINSUM, *operands, attrs=(inputs, output))
 
 
