@@ -301,7 +301,20 @@ def is_leaf_of_a_piece_whose_base_was_written(T):
     return piece.is_leaf
 
 
-REFUSALS = [piece_used_after_its_base_was_written, piece_differentiated_after_another_piece_was_written,
+def leaf_saved_after_a_fill_filled_again(T):
+    """A leaf that requires grad, filled under no_grad, saved by a division, filled again with the same
+    value (random-programs fuzzer: the pending fill was taken for a constant shared between tensors,
+    never marked, so the backward ran)."""
+    x = T.tensor(2.0, requires_grad=True)
+    with T.no_grad():
+        x.fill_(2.0)
+    y = T.ones(3) / x
+    with T.no_grad():
+        x.fill_(2.0)
+    y.sum().backward()
+
+
+REFUSALS = [leaf_saved_after_a_fill_filled_again, piece_used_after_its_base_was_written, piece_differentiated_after_another_piece_was_written,
             grad_fn_of_a_piece_whose_base_was_written, is_leaf_of_a_piece_whose_base_was_written,
             saved_output_changed, saved_input_changed, saved_index_changed, saved_leaf_changed_under_no_grad,
             saved_other_is_self, saved_value_changed_through_a_view, view_of_a_leaf, reshaped_leaf, piece_of_unbind, piece_of_split,
