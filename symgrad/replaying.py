@@ -699,9 +699,8 @@ class Replayer:
                 kind = tensor._kind
                 detached = _new(Traced)
                 detached._record, detached._position = record, tensor._position
-                detached._kind = kinds.array(kind.shape, kind.dtype, False)
-                detached._grad = detached._view = detached._storage = None
-                return viewed(tensor, detached, DETACH)
+                detached._kind, detached._grad = kinds.array(kind.shape, kind.dtype, False), None
+                return viewed(tensor, detached, DETACH)  # (which sets its view, storage and inference)
             return None
         traced = self.op(DETACH, (tensor,), ())
         if traced is not None:
@@ -870,8 +869,7 @@ class Replayer:
                 self.fall_back()
                 return False
             for j in self.added:  # a view or a detached alias of a .grad sees the backward add into it
-                grad = owners[j]._grad
-                if grad._storage is not None and len(grad._storage.members) > 1 and _shares(grad):
+                if _shares(owners[j]._grad):
                     self.fall_back()
                     return False
             made = self.made
