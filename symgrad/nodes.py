@@ -189,20 +189,9 @@ def leaf(value, dtype, requires_grad: bool = False, shape=None) -> Node:
 
 
 def lazy_leaf(source: Node, requires_grad: bool = False) -> Node:
-    """A leaf whose value is ``source``'s, computed when first needed; gradients stop here.
-
-    Leaves filled with a constant are shared while pending (``grad.zero_()`` every step
-    records nothing new): a node never changes except to receive its value.
-    """
+    """A leaf whose value is ``source``'s, computed when first needed; gradients stop here."""
     if source.value is not None:
         return Node(LEAF, (), (), source.shape, source.dtype, requires_grad, source.value)
-    if source.op is CONST and not requires_grad:
-        node = _filled.get(source)
-        if node is None or node.value is not None:
-            node = Node(LEAF, (source,), (), source.shape, source.dtype, False)
-            if len(_filled) < 4096:
-                _filled[source] = node
-        return node
     return Node(LEAF, (source,), (), source.shape, source.dtype, requires_grad)
 
 
@@ -213,7 +202,6 @@ def priority(node) -> int:
     return 2
 
 
-_filled: dict = {}  # constant node -> the pending leaf filled with it
 _constants: dict = {}
 
 

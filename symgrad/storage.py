@@ -125,9 +125,8 @@ def _dense(places) -> bool:
 
 def mark(storage: Storage, old, new) -> None:
     """The node ``old`` held values of ``storage`` that an in-place write replaced with ``new``."""
-    if old.op is CONST or (old.op is LEAF and old.value is None and old.inputs and old.inputs[0].op is CONST
-                           and not old.requires_grad):
-        return  # a constant fill is shared between tensors: it is never marked (one requiring grad is its own)
+    if old.op is CONST:
+        return  # a constant is shared between tensors: it is never marked
     old.written = (storage, storage.version, weakref.ref(new))  # weak: new often holds old
 
 

@@ -162,7 +162,20 @@ def einsum_that_sums_nothing_is_a_view(T):
                 summed=summed, names=tuple(_name(v) for v in views), grad=x.grad)
 
 
-SCENARIOS = [einsum_that_sums_nothing_is_a_view, activations_in_place, slice_of_a_result_written, base_written_views_see_it, writes_through_views_without_grad,
+def tensors_filled_alike_are_apart(T):
+    """Two tensors filled with one value, one saved by a product, the other filled again: the saved
+    one is untouched, so the backward runs (the two shared one pending fill until session 22)."""
+    w = T.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    a, c = T.zeros(3), T.zeros(3)
+    a.fill_(2.0)
+    c.fill_(2.0)
+    y = (c * w).sum()
+    a.fill_(3.0)
+    y.backward()
+    return dict(grad=w.grad, a=a, c=c, versions=(a._version, c._version))
+
+
+SCENARIOS = [tensors_filled_alike_are_apart, einsum_that_sums_nothing_is_a_view, activations_in_place, slice_of_a_result_written, base_written_views_see_it, writes_through_views_without_grad,
              detach_and_data_share_storage, detached_view_written, view_written_with_history, diagonal_written_with_history,
              no_grad_write_into_a_view_of_a_parameter, a_module_state_dict_shares_its_parameters,
              saved_values_untouched]
@@ -314,7 +327,19 @@ def leaf_saved_after_a_fill_filled_again(T):
     y.sum().backward()
 
 
-REFUSALS = [leaf_saved_after_a_fill_filled_again, piece_used_after_its_base_was_written, piece_differentiated_after_another_piece_was_written,
+def filled_tensor_saved_then_filled_again(T):
+    """A tensor without grad filled, saved by a product, filled again with the same value: PyTorch
+    refuses the backward (its version moved); the pending fill, shared with every tensor filled
+    alike, was never marked, so the backward ran (session 22)."""
+    w = T.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    x = T.zeros(3)
+    x.fill_(2.0)
+    y = (x * w).sum()
+    x.fill_(2.0)
+    y.backward()
+
+
+REFUSALS = [filled_tensor_saved_then_filled_again, leaf_saved_after_a_fill_filled_again, piece_used_after_its_base_was_written, piece_differentiated_after_another_piece_was_written,
             grad_fn_of_a_piece_whose_base_was_written, is_leaf_of_a_piece_whose_base_was_written,
             saved_output_changed, saved_input_changed, saved_index_changed, saved_leaf_changed_under_no_grad,
             saved_other_is_self, saved_value_changed_through_a_view, view_of_a_leaf, reshaped_leaf, piece_of_unbind, piece_of_split,
