@@ -30,7 +30,7 @@ import codegen.compile as programs  # module imports: importing codegen may be w
 import codegen.emit as emitter
 from codegen import deferred, nan_literals, speed, stable
 from symgrad import donation, hooks, replay
-from symgrad.nodes import CONST, is_zero_fill, leaf, owners_of, program_ran
+from symgrad.nodes import CONST, is_zero_fill, leaf, owners_of, program_ran, taken_aside
 from symgrad.storage import keeps_tensors
 from symgrad.tracing import BackwardPlan, Trace, Walk, forward_program, gradient_path, is_float_scalar, moving_starts
 
@@ -249,6 +249,21 @@ def realize_outlived(nodes) -> None:
 
 _read_again: dict = {}  # a read's structure -> positions of its results without history used after it
 _last_read = [None, {}]  # the last read's structure, and its results without history: id -> (position, weak ref)
+
+
+def compute_kept() -> None:
+    """Compute the results without history of a graph with history recorded since the last
+    backward that someone still holds uncomputed (an accuracy kept each step,
+    ``(out.argmax(1) == y).float().mean()``): PyTorch has their values, and kept pending they would
+    hold their step's graph, and with it the parameters' values of that step, as long as they live."""
+    kept = taken_aside()
+    if kept:
+        compute(kept)
+
+
+def compute(nodes) -> None:
+    """Compute ``nodes`` now, as no step of its own (no one reads them yet)."""
+    _computed_now(nodes, False)
 
 
 def _computed_now(nodes, read: bool = True) -> bool:

@@ -13,7 +13,7 @@ from symgrad import dtypes
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad.kinds import exactly
-from symgrad.nodes import LEAF, Node, constant, lazy_leaf, refuse_history
+from symgrad.nodes import LEAF, Node, constant, lazy_leaf, not_aside, refuse_history
 from symgrad.ops.elementwise import FILL, KEEP_HISTORY
 from symgrad.ops.shape import COPY_OVER, copy, expand, to_dtype
 from symgrad.ops.views import VIEW_OF, WRITE_BACK
@@ -32,6 +32,7 @@ def _values(old: Node, values: Node) -> Node:
 def write_values(tensor: Tensor, values: Node) -> None:
     """``tensor`` takes ``values`` (computed without history); its own history, if any, stays."""
     old = tensor._node
+    not_aside(values)
     if old.requires_grad and old.op is not LEAF:
         assign(tensor, Node(KEEP_HISTORY, (old, values), (), old.shape, old.dtype, True))
     else:

@@ -15,6 +15,8 @@ history that outlives the next program uncomputed is computed when it is used ag
 """
 from __future__ import annotations
 
+import weakref
+
 from symgrad import dtypes, kinds
 from symgrad.ir import ieee
 from symgrad.ops.registry import Op
@@ -59,6 +61,45 @@ def program_ran() -> None:
     """A program has computed node values: what was recorded before belongs to an earlier step."""
     global _programs_run
     _programs_run += 1
+
+
+aside: dict = {}  # id -> weak ref of each result without history of a graph with history (``out.argmax(1)``),
+# or of such a result, recorded since the last backward and not yet a tensor's new values (``engine.compute_kept``)
+MAX_ASIDE = 4096  # more, without a backward (an evaluation loop): only the live ones are kept
+
+
+def set_aside(node: Node, inputs: tuple) -> None:
+    """``node``, a result without history, is one that the next backward computes if someone still
+    holds it pending then, if it is of inputs with history (or of such a result)."""
+    for i in inputs:
+        if i.requires_grad or id(i) in aside:
+            break
+    else:
+        return
+    if len(aside) >= MAX_ASIDE:
+        for key, ref in list(aside.items()):
+            if ref() is None:
+                del aside[key]
+        if len(aside) >= MAX_ASIDE:
+            aside.clear()
+    aside[id(node)] = weakref.ref(node)
+
+
+def not_aside(node: Node) -> None:
+    """``node`` became a tensor's values (a parameter's update): it is computed when that tensor
+    is next used, inside that program."""
+    aside.pop(id(node), None)
+
+
+def taken_aside() -> list:
+    """The results set aside since the last call that are alive and still pending; forgotten here."""
+    refs = list(aside.values())
+    aside.clear()
+    return [node for node in map(_call, refs) if node is not None and node.value is None]
+
+
+def _call(ref):
+    return ref()
 
 
 def outlived(node: Node) -> bool:

@@ -55,7 +55,8 @@ from symgrad import donation, engine, hooks, kinds
 from symgrad.dtypes import Size, number_in
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
-from symgrad.nodes import _default_float, _scalars, CONST, LEAF, Node, constant, lazy_leaf, outlived, program_ran
+from symgrad.nodes import (_default_float, _scalars, CONST, LEAF, Node, constant, lazy_leaf, not_aside, outlived,
+                           program_ran)
 from symgrad.storage import DETACH, mark, storage_of, viewed
 from symgrad.inplace import write_values
 from symgrad.tensor import Tensor, record as record_op
@@ -368,7 +369,11 @@ class Chain:
                 self._run(begin, k)
                 begin = k
         self._run(begin, count)
+        done = records[:count]
         del self.outside[:count], self.records[:count]
+        for record in done if self.replayer is not None else ():
+            if record.held is not None:
+                self.replayer.compute_held(record)
 
     def _run(self, begin, end) -> None:
         records = self.records
@@ -1192,6 +1197,10 @@ class Replayer:
                 real = record.real
                 if real is None:
                     slots = self._held_operands(record)
+                    try:  # the chain, run to give these their start, gave it its values (``compute_held``)
+                        return _node_slot.__get__(traced, Tensor)
+                    except AttributeError:
+                        pass
                     real = record.real = self._unseen(self._nodes, slots=slots, placeholders=slots is None,
                                                       record=record)[0]
                     root = real[self.entries[-1][1]]
@@ -1210,6 +1219,31 @@ class Replayer:
                 raise RuntimeError("a replayed result of a cycle that fell back has no node")  # pragma: no cover
             _node_slot.__set__(traced, node)
             return node
+
+    def compute_held(self, record) -> None:
+        """The results without history a done cycle's caller still holds get their values, as
+        PyTorch's have theirs (``accuracies.append((out.argmax(1) == y).float().mean())`` before
+        the backward): held pending, each would keep the chain's state when its cycle began (the
+        parameters' values then) for as long as it lives.  Results with history keep it."""
+        held, kept = [], []
+        for ref in record.held:
+            traced = ref()
+            if traced is not None:
+                try:
+                    _node_slot.__get__(traced, Tensor)
+                except AttributeError:
+                    (kept if traced._kind.requires_grad else held).append(traced)
+        if held:
+            with self.lock:  # the entries up to the last of them, made from the operands the cycle saw
+                upto = 1 + max(traced._position for traced in held)
+                real = self._unseen(self._nodes, upto=upto, slots=self._held_operands(record), record=record)[0]
+            for traced in held:
+                _node_slot.__set__(traced, real[traced._position])
+            engine.compute([real[traced._position] for traced in held])
+        if kept:
+            record.held = [weakref.ref(traced) for traced in kept]
+        else:
+            record.held = record.operands = record.start = record.real = None
 
     def _held_operands(self, record):
         """The nodes of a done cycle's outside operands as they were when it began, if it kept them
@@ -1303,6 +1337,9 @@ class Replayer:
                 _grad_state.enabled = entry[2]
                 attrs = moved[k][0] if k in moved else entry[1]
                 real.append(record_op(entry[0], tuple([operand(r) for r in entry[3]]), attrs))
+        if placeholders:  # a graph that only answers what its nodes are: no backward computes its results
+            for node in real:
+                not_aside(node)
         return real, slots
 
     # ----------------------------------------------------------------------- falling back

@@ -18,7 +18,8 @@ from symgrad import dtypes, engine, kinds, storage
 from symgrad.formatting import format_tensor
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import inference_active, is_grad_enabled
-from symgrad.nodes import LEAF, Node, RefusedHistory, check_history, combine, grad_fn_of, lazy_leaf, leaf, outlived, scalar
+from symgrad.nodes import (LEAF, Node, RefusedHistory, check_history, combine, grad_fn_of, lazy_leaf, leaf, outlived, scalar,
+                           set_aside)
 from symgrad.uploads import from_host
 
 
@@ -161,6 +162,7 @@ class Tensor:
             before = self._before_backward(cycle)  # symgrad.cycles: this thread's step, seen from its end
             ran = engine.backward(root, seed, bool(retain_graph), inputs, describe=before is not None)
             self._after_backward(root, ran, before)
+            engine.compute_kept()
 
     # ------------------------------------------------------------------- shape & type
 
@@ -387,7 +389,10 @@ def record(op, nodes: tuple, attrs: tuple = ()) -> Node:
     key, arguments, pending = combine(op, nodes, attrs, _grad_state.enabled)
     kind = kinds.known(key) if key is not None else None
     if kind is not None:
-        return Node(op, nodes, attrs, kind.shape, kind.dtype, kind.requires_grad, None, kind, arguments, pending)
+        node = Node(op, nodes, attrs, kind.shape, kind.dtype, kind.requires_grad, None, kind, arguments, pending)
+        if not kind.requires_grad:
+            set_aside(node, nodes)
+        return node
     try:
         shape, dtype = op.infer(nodes, *attrs)
     except ValueError as error:
@@ -420,6 +425,8 @@ def record(op, nodes: tuple, attrs: tuple = ()) -> Node:
     node = Node(op, nodes, attrs, shape, dtype, requires_grad, None, kind, arguments, pending)
     if kind is None:
         node.unkinded = run
+    if not requires_grad:
+        set_aside(node, nodes)
     return node
 
 
