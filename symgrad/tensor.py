@@ -19,7 +19,7 @@ from symgrad.formatting import format_tensor
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import inference_active, is_grad_enabled
 from symgrad.nodes import (LEAF, Node, RefusedHistory, check_history, combine, grad_fn_of, lazy_leaf, leaf, outlived, scalar,
-                           set_aside)
+                           aside, set_aside)
 from symgrad.uploads import from_host
 
 
@@ -162,7 +162,8 @@ class Tensor:
             before = self._before_backward(cycle)  # symgrad.cycles: this thread's step, seen from its end
             ran = engine.backward(root, seed, bool(retain_graph), inputs, describe=before is not None)
             self._after_backward(root, ran, before)
-            engine.compute_kept()
+            if aside:  # results without history held pending: their values now (engine.compute_kept)
+                engine.compute_kept()
 
     # ------------------------------------------------------------------- shape & type
 
