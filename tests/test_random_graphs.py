@@ -71,6 +71,14 @@ def _after(tag, *others):
     return lambda p: any(tag in t and set(others) & t for t in p.tags)
 
 
+def _written_after(tag):
+    """A line written in place after a line carrying ``tag``."""
+    def matches(p) -> bool:
+        first = next((k for k, t in enumerate(p.tags) if tag in t), None)
+        return first is not None and any("inplace" in t for t in p.tags[first + 1:])
+    return matches
+
+
 def _written_through_data(p) -> bool:
     """A line writes in place into a tensor that a ``.data`` line made."""
     made = {line.split(" = ")[0] for line in p.lines if line.endswith(".data") and " = " in line}
@@ -96,6 +104,10 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
     "writes through .data into saved values": (
         "x.data written in place after a graph saved x: PyTorch's .data has a version counter of its own, so its "
         "backward reads the new values; symgrad's nodes keep the values the graph saw", _written_through_data),
+    "batched matmul's operand copied": (
+        "matmul with an operand of 3 or more dims: PyTorch folds or expands an operand into a copy (which one "
+        "depends on the ranks, broadcasting and strides), so writing it in place afterwards does not refuse the "
+        "backward; symgrad keeps the operand and refuses as for any saved input", _written_after("batched matmul")),
     "in-place cast's grad_fn": ("x32.sub_(y64) has grad_fn ToCopyBackward0; PyTorch's is SubBackward0",
                                 _tagged("inplace from another dtype")),
     "full slice's grad_fn": ("x[:] has grad_fn AliasBackward0; PyTorch's is SliceBackward0",
@@ -740,6 +752,8 @@ class Program:
                   and self.ns[o].is_floating_point()}
         if len(dtypes) > 1:
             tags.add(f"{name}@two dtypes")
+        if name == "matmul" and any(getattr(self.ns.get(o), "ndim", 0) >= 3 for o in operands):
+            tags.add("batched matmul")
         for operand in operands:
             t = self.ns.get(operand)
             if isinstance(t, self.torch.Tensor) and t.is_floating_point() and t.numel():
