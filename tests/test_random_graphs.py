@@ -194,10 +194,10 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
                                   "backward raises", lambda p: any("hardtanh" in line and "nan" in line
                                                                    for line in p.lines)),
     "gelu at infinity": ("gelu(inf) is inf; PyTorch's is NaN", _tagged("gelu@inf")),
-    "elu with an infinite alpha": ("elu(-0.0, alpha=-inf) and celu(0.0, alpha=inf) are NaN (alpha times 0); "
-                                   "PyTorch's kernels give -0.0 and 0",
-                                   lambda p: any(("op:elu" in t or "op:celu" in t) and "inf" in line
-                                                 for t, line in zip(p.tags, p.lines))),
+    "elu with a non-finite alpha": ("elu(-0.0, alpha=-inf), celu(0.0, alpha=inf), celu(0.0, alpha=nan) are NaN "
+                                    "(alpha times 0); PyTorch's kernels give -0.0 and 0 (the gradient at 0 is NaN)",
+                                    lambda p: any(("op:elu" in t or "op:celu" in t) and ("inf" in line or "nan" in line)
+                                                  for t, line in zip(p.tags, p.lines))),
     "losses of two dtypes": ("binary_cross_entropy_with_logits(f64, f32), huber_loss(f32, f64) are float64; "
                              "PyTorch's float32", lambda p: any(p.tagged(f"{n}@two dtypes") for n in REGISTRY
                                                                 if "loss" in n or "cross_entropy" in n)),
