@@ -63,14 +63,15 @@ def program_ran() -> None:
     _programs_run += 1
 
 
-aside: dict = {}  # id -> weak ref of each result without history of a graph with history (``out.argmax(1)``),
-# or of such a result, recorded since the last backward and not yet a tensor's new values (``engine.compute_kept``)
-MAX_ASIDE = 4096  # more, without a backward (an evaluation loop): only the live ones are kept
+# Results without history of a graph with history (``out.argmax(1)``, and results of those) recorded since
+# the last backward, which computes those someone still holds pending (``engine.compute_kept``): id -> weak ref
+aside: dict = {}
+MAX_ASIDE = 4096  # more, without a backward (an evaluation loop): the dead ones are dropped, then all
 
 
 def set_aside(node: Node, inputs: tuple) -> None:
-    """``node``, a result without history, is one that the next backward computes if someone still
-    holds it pending then, if it is of inputs with history (or of such a result)."""
+    """Remember ``node``, a result without history, if one of its ``inputs`` has history or was
+    remembered."""
     for i in inputs:
         if i.requires_grad or id(i) in aside:
             break
