@@ -94,13 +94,9 @@ def not_aside(node: Node) -> None:
 
 def taken_aside() -> list:
     """The results set aside since the last call that are alive and still pending; forgotten here."""
-    refs = list(aside.values())
+    nodes = [ref() for ref in aside.values()]
     aside.clear()
-    return [node for node in map(_call, refs) if node is not None and node.value is None]
-
-
-def _call(ref):
-    return ref()
+    return [node for node in nodes if node is not None and node.value is None]
 
 
 def outlived(node: Node) -> bool:

@@ -327,7 +327,7 @@ class Chain:
     and guessing rests, twice as long each time a guess is wasted (half as long after one taken)."""
 
     __slots__ = ("replayer", "carries", "tensors", "state", "signature", "outside", "records", "eager", "wait",
-                 "guess", "guess_after", "guess_rest", "last_outside", "epoch", "holding")
+                 "guess", "guess_after", "guess_rest", "last_outside", "epoch")
 
     def __init__(self, replayer):
         self.replayer = replayer
@@ -336,11 +336,8 @@ class Chain:
         self.eager, self.wait = 0, 8
         self.guess, self.guess_after, self.guess_rest, self.last_outside = None, 0, 1, None
         self.epoch = 0  # counts the tensors that became carried or plain again (``Replayer._wired_as_before``)
-        self.holding = False  # whether a cycle appended held results after its backward
 
     def append(self, signature, outside, record) -> None:
-        if record.held is not None:
-            self.holding = True  # (``run`` gives its held results their values)
         if signature != self.signature:
             self.run(read=False)
             self.signature = signature
@@ -372,13 +369,10 @@ class Chain:
                 self._run(begin, k)
                 begin = k
         self._run(begin, count)
-        done = records[:count] if self.holding else ()
+        holding = [record for record in records[:count] if record.held is not None]
         del self.outside[:count], self.records[:count]
-        if done:
-            self.holding = any(record.held is not None for record in records)
-            for record in done if self.replayer is not None else ():
-                if record.held is not None:
-                    self.replayer.compute_held(record)
+        for record in holding if self.replayer is not None else ():  # their held results get their values
+            self.replayer.compute_held(record)
 
     def _run(self, begin, end) -> None:
         records = self.records
