@@ -273,20 +273,49 @@ def _computed_now(nodes, read: bool = True) -> bool:
         return _without_collection(_realize, nodes, read)
 
 
-def _realize(nodes, read: bool) -> bool:
-    """Whether a program ran (nothing runs when every value is there).  A ``read`` also stores the
-    results its structure's later reads used (``realize_outlived``)."""
+def _walked(nodes):
+    """The walk of ``nodes`` and the positions a program computes: theirs and the pending leaves
+    they need, but for those that have values."""
     walk = Walk()
     wanted = tuple(walk.add(n, False) for n in nodes)
     wanted = tuple(dict.fromkeys(wanted + walk.pending_leaves(len(walk.order))))
-    wanted = tuple(i for i in wanted if not walk.is_input(i))
+    return walk, tuple(i for i in wanted if not walk.is_input(i))
+
+
+def _values_compiled(walk, wanted):
+    return _compiled(("value", tuple(walk.entries), wanted), walk, lambda: forward_program(walk, wanted))
+
+
+def values_program(nodes):
+    """How ``compute(nodes)`` would compute them, kept to run again on other arrays of the same
+    kinds (symgrad.replaying: a value read in each replayed cycle): the compiled program, the nodes
+    whose arrays it takes, in order, and the nodes it gives (the pending leaves ``nodes`` need too).
+    None when every value is there."""
+    walk, wanted = _walked(nodes)
+    if not wanted:
+        return None
+    inputs = [node for node, entry in zip(walk.order, walk.entries) if entry[0] is None]
+    return _values_compiled(walk, wanted), inputs, [walk.order[p] for p in wanted]
+
+
+def run_values(compiled, inputs) -> list:
+    """``compiled`` (from ``values_program``) run on arrays, outside any JAX trace."""
+    with deferred.on_arrays():
+        results = compiled.run(*inputs)
+    program_ran()
+    return results
+
+
+def _realize(nodes, read: bool) -> bool:
+    """Whether a program ran (nothing runs when every value is there).  A ``read`` also stores the
+    results its structure's later reads used (``realize_outlived``)."""
+    walk, wanted = _walked(nodes)
     if not wanted:
         return False
     if read:
         structure = (_erased(walk, _numbers_of(walk)[0], None), wanted)
         wanted += tuple(sorted(p for p in _read_again.get(structure, ()) if p not in wanted))
-    key = ("value", tuple(walk.entries), wanted)
-    compiled = _compiled(key, walk, lambda: forward_program(walk, wanted))
+    compiled = _values_compiled(walk, wanted)
     for position, value in zip(wanted, compiled.run(*arrays(walk.inputs))):
         walk.order[position].computed(value)
     if read:

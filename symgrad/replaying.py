@@ -124,10 +124,11 @@ def _number_array(key, value, dtype):
 
 
 class Stats:
-    """Counters for tests: backwards replayed, cycles that fell back, guesses made and guesses taken."""
+    """Counters for tests: backwards replayed, cycles that fell back, guesses made and guesses taken,
+    reads before a backward computed by a program kept from an earlier cycle (``Replayer._peek``)."""
 
     def __init__(self):
-        self.replayed = self.fell_back = self.guesses = self.guessed = 0
+        self.replayed = self.fell_back = self.guesses = self.guessed = self.peeks = 0
 
 
 stats = Stats()
@@ -273,6 +274,24 @@ class Record:
                     return True
             self.held = self.operands = None
         return False
+
+
+class Peek:
+    """A program that computed entries of a cycle from its slots (``Replayer._peek``): which slot
+    feeds each input, the positions of its results, and the cycle's numbers it baked in (a later
+    cycle with other floats or starts learns its own)."""
+
+    __slots__ = ("compiled", "slots", "positions", "floats", "moved", "generation")
+
+    def __init__(self, compiled, slots, positions, record):
+        self.compiled, self.slots, self.positions = compiled, slots, positions
+        self.floats, self.moved = tuple(record.floats), dict(record.moved)
+        self.generation = programs.cache.cleared  # a cleared cache forgets this program too
+
+    def fits(self, record) -> bool:
+        floats = record.floats
+        return (len(floats) == len(self.floats) and all(map(_same_float, floats, self.floats))
+                and record.moved == self.moved and self.generation == programs.cache.cleared)
 
 
 class Traced(_Kinded, Tensor):
@@ -515,7 +534,7 @@ class Replayer:
     __slots__ = ("entries", "plan", "streak", "patience", "lock", "loop", "loops", "recording_after", "thread",
                  "chain", "gradient_slots", "fill_specs", "filled", "fill_kinds", "computed", "pending_slots", "added",
                  "wiring", "wiring_epoch", "captured", "backwards", "cursor", "record", "before", "taken", "latest",
-                 "writes", "made", "handed", "views", "mark", "holders")
+                 "writes", "made", "handed", "views", "mark", "holders", "peeks", "peeked")
     replaying = True
 
     def __init__(self, entries, plan, streak, patience, lock, loop, loops, recording_after):
@@ -543,6 +562,7 @@ class Replayer:
         self.wiring = self.wiring_epoch = None  # what the last cycle was wired from, its wiring (``_wire``), and
         # the chain's epoch when a cycle ended as wired
         self.captured = []
+        self.peeks = {}  # (cursor, position) -> the Peek that computed a value read there in an earlier cycle
         self._start()
         self.backwards = 0  # replayed by this replayer: one, then a fall back, did not pay for the start
 
@@ -567,6 +587,7 @@ class Replayer:
         self.handed = None  # another thread's hand-over: the nodes it made of this cycle, and its slots
         self.views = []  # positions in ``made`` of the views made in this cycle
         self.mark = _grad_state.changes
+        self.peeked = {}  # position -> the array a read of this cycle computed aside (``_peek``)
 
     # ---------------------------------------------------------------------- on the trace
 
@@ -1014,14 +1035,20 @@ class Replayer:
 
     def _aside(self, position, side, outside) -> int:
         """The number among ``outside`` of the value this cycle's entry at ``position`` has, computed
-        aside (a write the program takes or does not compute); ``side`` keeps the nodes made."""
-        if not side:
-            side.append(self._peeked(self.cursor))
-        node = side[0][position]
+        aside (a write the program takes or does not compute): by a read of this cycle that computed
+        it already (``_peek``), or now; ``side`` keeps the nodes made (and is not empty once any
+        value came aside: the wiring is this cycle's alone)."""
+        value = self.peeked.get(position)
+        if value is None:
+            if not side or side[0] is None:
+                side[:] = [self._peeked(self.cursor)]
+            value = side[0][position]
+        elif not side:
+            side.append(None)
         for j, other in enumerate(outside):
-            if other is node:
+            if other is value:
                 return j
-        outside.append(node)
+        outside.append(value)
         return len(outside) - 1
 
     def _carry_gradient(self, owner, kind) -> bool:
@@ -1176,8 +1203,52 @@ class Replayer:
             return self.root_value(record)
         if record is self.record:
             with self.lock:
-                return engine.array(self._peeked(self.cursor)[traced._position])
+                return self._peek(traced._position)
         return engine.array(traced._node)
+
+    def _peek(self, position):
+        """The array of this cycle's entry at ``position``, computed aside from what the cycle saw
+        (a value read before the backward: ``correct += (out.argmax(1) == y).sum().item()``).  The
+        program that computed it, and the writes it needed, is kept (a ``Peek``): a read at the
+        same place in a later cycle runs it on that cycle's operands, making no node.  The writes'
+        values it gave serve the backward (``_aside``)."""
+        value = self.peeked.get(position)
+        if value is not None:
+            return value
+        self.chain.run()
+        peek = self.peeks.get((self.cursor, position))
+        if peek is not None and peek.fits(self.record):
+            operands = [self._slot_array(slot) for slot in peek.slots]
+            self.peeked.update(zip(peek.positions, engine.run_values(peek.compiled, operands)))
+            stats.peeks += 1
+        else:
+            self._learn_peek(position)
+        return self.peeked[position]
+
+    def _learn_peek(self, position) -> None:
+        """The value at ``position`` (and the writes it needs) computed from the cycle's entries
+        made on the usual path; the program kept as a Peek if the cycle's slots are all it takes."""
+        real, slots = self._unseen(self._nodes, upto=self.cursor)
+        made = engine.values_program([real[position]])
+        if made is None:
+            self.peeked[position] = engine.array(real[position])
+            return
+        compiled, inputs, outputs = made
+        values = engine.run_values(compiled, [_array(node) for node in inputs])
+        for node, value in zip(outputs, values):
+            node.computed(value)
+        at = {id(node): k for k, node in enumerate(real)}
+        self.peeked.update((at[id(node)], value) for node, value in zip(outputs, values) if id(node) in at)
+        slot_of = {id(node): slot for slot, node in slots.items()}
+        if all(id(node) in slot_of for node in inputs) and all(id(node) in at for node in outputs):
+            self.peeks[(self.cursor, position)] = Peek(compiled, tuple([slot_of[id(node)] for node in inputs]),
+                                                       tuple([at[id(node)] for node in outputs]), self.record)
+
+    def _slot_array(self, slot):
+        """The array of the outside operand in ``slot`` as this cycle sees it (a carried one's: the
+        chain's value)."""
+        node = _raw(self.captured[slot], Tensor)
+        return _array(self.chain.state[node.index] if node.__class__ is Carry else node)
 
     def node_for(self, traced):
         """The node of a Traced tensor: this thread's cycle falls back; another thread takes the cycle

@@ -1469,3 +1469,54 @@ def test_a_batch_of_labels_out_of_range(torch):
     assert ours[7] == theirs[7] == "Target 3 is out of bounds."
     np.testing.assert_allclose([v for k, v in enumerate(ours) if k != 7], [v for k, v in enumerate(theirs) if k != 7],
                                **STEP_TOL)
+
+
+def _counted(T, steps, read_at, coefficient=None):
+    """A tutorial's loop that counts correct predictions before the backward, every step
+    (``correct += (out.argmax(1) == y).sum().item()``), the optimizer's updates at the start of
+    each cycle; ``read_at(step)``: read before the loss (0) or after it (1); ``coefficient(step)``,
+    if given, a Python float the counted value depends on.  Every count and loss, the parameters
+    at the end."""
+    T.manual_seed(0)
+    network = _tanh_network(T)
+    optimizer = T.optim.SGD(network.parameters(), lr=0.5)
+    x, y, seen = T.tensor(FEATURES), T.tensor(CLASSES), []
+    for step in range(steps):
+        optimizer.zero_grad()
+        out = network(x)
+        if read_at(step):
+            loss = T.nn.functional.cross_entropy(out, y)
+        scores = out if coefficient is None else out * coefficient(step)
+        seen.append((scores.argmax(1) == y).sum().item() + float((scores - 0.25).relu().sum()))
+        if not read_at(step):
+            loss = T.nn.functional.cross_entropy(out, y)
+        loss.backward()
+        optimizer.step()
+        seen.append(loss.item() if step % 7 == 0 else 0.0)
+    return seen, values(*network.parameters())
+
+
+@pytest.mark.parametrize("how", ["every step", "two places", "a coefficient that changes"])
+def test_a_count_read_before_every_backward(torch, how):
+    """The count of a step's correct predictions read before its backward, with the updates of
+    the step before still pending: PyTorch's number every step.  Replayed, a read at the same
+    place in a later cycle runs the program kept from the first (no nodes made), and its
+    backward takes the updated parameters that read computed; a Python float the count depends
+    on that changes every step is never taken for the one a kept program baked in."""
+    read_at, coefficient = (lambda step: 0), None
+    if how == "two places":
+        read_at = lambda step: (step // 10) % 2  # noqa: E731
+    elif how == "a coefficient that changes":
+        coefficient = lambda step: 1.0 + 0.5 * (step % 3)  # noqa: E731
+    before = replaying.stats.replayed, replaying.stats.peeks
+    ours, our_state = _counted(symgrad, 60, read_at, coefficient)
+    replayed, peeks = replaying.stats.replayed - before[0], replaying.stats.peeks - before[1]
+    theirs, their_state = _counted(torch, 60, read_at, coefficient)
+    np.testing.assert_allclose(ours, theirs, **STEP_TOL)
+    for u, v in zip(our_state, their_state):
+        np.testing.assert_allclose(u, v, **STEP_TOL)
+    if speed.fast:
+        assert replayed >= 40, replayed
+        assert peeks >= 35 or coefficient is not None, peeks  # (a float that changes: learned again)
+    else:
+        assert replayed == peeks == 0
