@@ -286,16 +286,32 @@ def _values_compiled(walk, wanted):
     return _compiled(("value", tuple(walk.entries), wanted), walk, lambda: forward_program(walk, wanted))
 
 
-def values_program(nodes):
+def values_program(nodes, numbers=(), indexings=()):
     """How ``compute(nodes)`` would compute them, kept to run again on other arrays of the same
     kinds (symgrad.replaying: a value read in each replayed cycle): the compiled program, the nodes
-    whose arrays it takes, in order, and the nodes it gives (the pending leaves ``nodes`` need too).
-    None when every value is there."""
+    whose arrays it takes, in order, the nodes it gives (the pending leaves ``nodes`` need too),
+    and the float constants among ``numbers`` and the indexings among ``indexings`` whose values
+    and starts it takes as its last inputs (the floats as float64 scalars, then each start as an
+    int64 scalar), each in the order it takes them.  None when every value is there."""
     walk, wanted = _walked(nodes)
     if not wanted:
         return None
     inputs = [node for node, entry in zip(walk.order, walk.entries) if entry[0] is None]
-    return _values_compiled(walk, wanted), inputs, [walk.order[p] for p in wanted]
+    floats = sorted(walk.index[node] for node in numbers if node in walk.index)
+    starts = sorted(walk.index[node] for node in indexings if node in walk.index)
+    if not floats and not starts:
+        return _values_compiled(walk, wanted), inputs, [walk.order[p] for p in wanted], [], []
+    erased = _erased(walk, [(p, (CONST, None), None) for p in floats] +
+                     [(p, (walk.order[p].op, moving_starts(walk.order[p])[0], *walk.entries[p][2:]), None)
+                      for p in starts], None)
+    walk.numbers_at = frozenset(floats + starts)
+    try:
+        compiled = programs.cache.get(("value", "numbers as inputs", erased, wanted),
+                                      lambda: forward_program(walk, wanted))
+    finally:
+        walk.numbers_at = frozenset()
+    return (compiled, inputs, [walk.order[p] for p in wanted], [walk.order[p] for p in floats],
+            [walk.order[p] for p in starts])
 
 
 def run_values(compiled, inputs) -> list:

@@ -260,6 +260,12 @@ def constant(value, shape=(), dtype=None) -> Node:
     return node
 
 
+def own_constant(value: float, dtype) -> Node:
+    """A Python float's constant node, shared with no other: a program that takes it as an input
+    (symgrad.replaying's peeks) takes nothing else with it."""
+    return Node(CONST, (), (float(value),), (), dtype, False)
+
+
 _scalars: dict = {}
 _default_float = dtypes._default_float  # set_default_dtype's setting, read on every scalar (the hot path)
 

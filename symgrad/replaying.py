@@ -56,7 +56,7 @@ from symgrad.dtypes import Size, number_in
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
 from symgrad.nodes import (_default_float, _scalars, CONST, LEAF, Node, constant, lazy_leaf, not_aside, outlived,
-                           program_ran)
+                           own_constant, program_ran)
 from symgrad.storage import DETACH, mark, storage_of, viewed
 from symgrad.inplace import write_values
 from symgrad.tensor import Tensor, record as record_op
@@ -277,21 +277,17 @@ class Record:
 
 
 class Peek:
-    """A program that computed entries of a cycle from its slots (``Replayer._peek``): which slot
-    feeds each input, the positions of its results, and the cycle's numbers it baked in (a later
-    cycle with other floats or starts learns its own)."""
+    """A program that computed entries of a cycle from what the cycle saw (``Replayer._peek``):
+    which slot feeds each input, then which of the cycle's floats (by Number) and the starts of
+    which of its indexings (by position: a batch at a moving offset), and the positions of its
+    results."""
 
-    __slots__ = ("compiled", "slots", "positions", "floats", "moved", "generation")
+    __slots__ = ("compiled", "slots", "numbers", "starts", "positions", "generation")
 
-    def __init__(self, compiled, slots, positions, record):
+    def __init__(self, compiled, slots, positions, numbers, starts):
         self.compiled, self.slots, self.positions = compiled, slots, positions
-        self.floats, self.moved = tuple(record.floats), dict(record.moved)
+        self.numbers, self.starts = numbers, starts
         self.generation = programs.cache.cleared  # a cleared cache forgets this program too
-
-    def fits(self, record) -> bool:
-        floats = record.floats
-        return (len(floats) == len(self.floats) and all(map(_same_float, floats, self.floats))
-                and record.moved == self.moved and self.generation == programs.cache.cleared)
 
 
 class Traced(_Kinded, Tensor):
@@ -1216,9 +1212,12 @@ class Replayer:
         if value is not None:
             return value
         self.chain.run()
+        record = self.record
         peek = self.peeks.get((self.cursor, position))
-        if peek is not None and peek.fits(self.record):
+        if peek is not None and peek.generation == programs.cache.cleared:
             operands = [self._slot_array(slot) for slot in peek.slots]
+            operands += [_float_array(record.floats[k]) for k in peek.numbers]
+            operands += [_start_array(start) for k in peek.starts for start in record.moved[k][1]]
             self.peeked.update(zip(peek.positions, engine.run_values(peek.compiled, operands)))
             stats.peeks += 1
         else:
@@ -1227,22 +1226,30 @@ class Replayer:
 
     def _learn_peek(self, position) -> None:
         """The value at ``position`` (and the writes it needs) computed from the cycle's entries
-        made on the usual path; the program kept as a Peek if the cycle's slots are all it takes."""
-        real, slots = self._unseen(self._nodes, upto=self.cursor)
-        made = engine.values_program([real[position]])
+        made on the usual path, the cycle's floats as inputs (a learning rate that changes every
+        step is the same program); the program kept as a Peek if the cycle's slots and floats are
+        all it takes."""
+        record, numbers = self.record, {}
+        real, slots = self._unseen(self._nodes, upto=self.cursor, numbers=numbers)
+        made = engine.values_program([real[position]], numbers.values(), [real[k] for k in record.moved])
         if made is None:
             self.peeked[position] = engine.array(real[position])
             return
-        compiled, inputs, outputs = made
-        values = engine.run_values(compiled, [_array(node) for node in inputs])
+        compiled, inputs, outputs, floats, indexings = made
+        number_of = {id(node): k for k, node in numbers.items()}
+        at = {id(node): k for k, node in enumerate(real)}
+        floats, starts = [number_of[id(node)] for node in floats], [at[id(node)] for node in indexings]
+        values = engine.run_values(compiled, [_array(node) for node in inputs] +
+                                   [_float_array(record.floats[k]) for k in floats] +
+                                   [_start_array(start) for k in starts for start in record.moved[k][1]])
         for node, value in zip(outputs, values):
             node.computed(value)
-        at = {id(node): k for k, node in enumerate(real)}
         self.peeked.update((at[id(node)], value) for node, value in zip(outputs, values) if id(node) in at)
         slot_of = {id(node): slot for slot, node in slots.items()}
         if all(id(node) in slot_of for node in inputs) and all(id(node) in at for node in outputs):
-            self.peeks[(self.cursor, position)] = Peek(compiled, tuple([slot_of[id(node)] for node in inputs]),
-                                                       tuple([at[id(node)] for node in outputs]), self.record)
+            self.peeks[(self.cursor, position)] = Peek(
+                compiled, tuple([slot_of[id(node)] for node in inputs]), tuple([at[id(node)] for node in outputs]),
+                tuple(floats), tuple(starts))
 
     def _slot_array(self, slot):
         """The array of the outside operand in ``slot`` as this cycle sees it (a carried one's: the
@@ -1352,13 +1359,14 @@ class Replayer:
             if threading.get_ident() == self.thread:
                 self.mark += _grad_state.changes - before
 
-    def _nodes(self, upto=None, rebind=False, placeholders=False, slots=None, record=None):
+    def _nodes(self, upto=None, rebind=False, placeholders=False, slots=None, record=None, numbers=None):
         """The cycle's entries (up to ``upto``) made on the usual path from the operands they saw
         (``record``'s: the cycle going on by default): slots as their nodes (a carried one: a leaf of
-        the chain's value), floats as their constants, writes and fills as the leaves they gave, or,
-        with ``rebind``, written into their tensors for real.  With ``placeholders`` (a cycle done,
-        whose operands have moved on), slots are leaves without values: the graph only answers what
-        its nodes are."""
+        the chain's value), floats as their constants (given ``numbers``, a dict, constants of their
+        own, by Number index, filled in), writes and fills as the leaves they gave, or, with
+        ``rebind``, written into their tensors for real.  With ``placeholders`` (a cycle done, whose
+        operands have moved on), slots are leaves without values: the graph only answers what its
+        nodes are."""
         record = record or self.record
         entries, floats, moved = self.entries, record.floats, record.moved
         upto = len(entries) - 1 if upto is None else upto
@@ -1382,7 +1390,12 @@ class Replayer:
             if ref.__class__ is tuple:
                 return slot_node(ref)
             if ref.__class__ is Number:
-                return constant(floats[ref.index], (), ref.dtype)
+                if numbers is None:
+                    return constant(floats[ref.index], (), ref.dtype)
+                node = numbers.get(ref.index)
+                if node is None:
+                    node = numbers[ref.index] = own_constant(floats[ref.index], ref.dtype)
+                return node
             return ref
 
         for k in range(upto):
