@@ -55,8 +55,8 @@ from symgrad import donation, engine, hooks, kinds
 from symgrad.dtypes import Size, number_in
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
-from symgrad.nodes import (_default_float, _scalars, CONST, LEAF, Node, constant, lazy_leaf, not_aside, outlived,
-                           own_constant, program_ran)
+from symgrad.nodes import (_default_float, _scalars, CONST, LEAF, Node, constant, lazy_leaf, leaf, not_aside,
+                           outlived, own_constant, program_ran)
 from symgrad.storage import DETACH, mark, storage_of, viewed
 from symgrad.inplace import write_values
 from symgrad.tensor import Tensor, record as record_op
@@ -1204,37 +1204,38 @@ class Replayer:
 
     def _peek(self, position):
         """The array of this cycle's entry at ``position``, computed aside from what the cycle saw
-        (a value read before the backward: ``correct += (out.argmax(1) == y).sum().item()``).  The
-        program that computed it, and the writes it needed, is kept (a ``Peek``): a read at the
-        same place in a later cycle runs it on that cycle's operands, making no node.  The writes'
-        values it gave serve the backward (``_aside``)."""
+        (a value read before the backward: ``correct += (out.argmax(1) == y).sum().item()``), by
+        the program kept from the first such read (``_kept``).  The writes' values it gave serve
+        the backward (``_aside``)."""
         value = self.peeked.get(position)
-        if value is not None:
-            return value
-        self.chain.run()
-        record = self.record
-        peek = self.peeks.get((self.cursor, position))
+        if value is None:
+            self.chain.run()
+            self.peeked.update(self._kept((self.cursor, position), self.record, (position,), self.cursor,
+                                          self._slot_array))
+            value = self.peeked[position]
+        return value
+
+    def _kept(self, key, record, wanted, upto, array_of, slots_of=None):
+        """The arrays of ``record``'s entries at positions ``wanted`` and of the writes they need, by
+        position, from what its cycle saw (``array_of(slot)``: an outside operand's array).  The
+        program that computed them the first time, from the cycle's entries up to ``upto`` made on
+        the usual path (``slots_of()``: the operands' nodes, if not the cycle going on's), is kept under
+        ``key`` (a ``Peek``): the next cycles run it, making no node, their floats and their batches'
+        moving starts its inputs."""
+        peek = self.peeks.get(key)
         if peek is not None and peek.generation == programs.cache.cleared:
-            operands = [self._slot_array(slot) for slot in peek.slots]
+            operands = [array_of(slot) for slot in peek.slots]
             operands += [_float_array(record.floats[k]) for k in peek.numbers]
             operands += [_start_array(start) for k in peek.starts for start in record.moved[k][1]]
-            self.peeked.update(zip(peek.positions, engine.run_values(peek.compiled, operands)))
             stats.peeks += 1
-        else:
-            self._learn_peek(position)
-        return self.peeked[position]
-
-    def _learn_peek(self, position) -> None:
-        """The value at ``position`` (and the writes it needs) computed from the cycle's entries
-        made on the usual path, the cycle's floats as inputs (a learning rate that changes every
-        step is the same program); the program kept as a Peek if the cycle's slots and floats are
-        all it takes."""
-        record, numbers = self.record, {}
-        real, slots = self._unseen(self._nodes, upto=self.cursor, numbers=numbers)
-        made = engine.values_program([real[position]], numbers.values(), [real[k] for k in record.moved])
+            return zip(peek.positions, engine.run_values(peek.compiled, operands))
+        numbers = {}
+        real, slots = self._unseen(self._nodes, upto=upto, slots=slots_of and slots_of(), record=record,
+                                   numbers=numbers)
+        made = engine.values_program([real[p] for p in wanted], numbers.values(),
+                                     [real[k] for k in record.moved if k < upto])
         if made is None:
-            self.peeked[position] = engine.array(real[position])
-            return
+            return [(p, engine.array(real[p])) for p in wanted]
         compiled, inputs, outputs, floats, indexings = made
         number_of = {id(node): k for k, node in numbers.items()}
         at = {id(node): k for k, node in enumerate(real)}
@@ -1244,12 +1245,11 @@ class Replayer:
                                    [_start_array(start) for k in starts for start in record.moved[k][1]])
         for node, value in zip(outputs, values):
             node.computed(value)
-        self.peeked.update((at[id(node)], value) for node, value in zip(outputs, values) if id(node) in at)
         slot_of = {id(node): slot for slot, node in slots.items()}
         if all(id(node) in slot_of for node in inputs) and all(id(node) in at for node in outputs):
-            self.peeks[(self.cursor, position)] = Peek(
-                compiled, tuple([slot_of[id(node)] for node in inputs]), tuple([at[id(node)] for node in outputs]),
-                tuple(floats), tuple(starts))
+            self.peeks[key] = Peek(compiled, tuple([slot_of[id(node)] for node in inputs]),
+                                   tuple([at[id(node)] for node in outputs]), tuple(floats), tuple(starts))
+        return [(at[id(node)], value) for node, value in zip(outputs, values) if id(node) in at]
 
     def _slot_array(self, slot):
         """The array of the outside operand in ``slot`` as this cycle sees it (a carried one's: the
@@ -1310,7 +1310,16 @@ class Replayer:
                     _node_slot.__get__(traced, Tensor)
                 except AttributeError:
                     (kept if traced._kind.requires_grad else held).append(traced)
-        if held:
+        if held and record.start is not None and all(traced._view is None for traced in held):
+            with self.lock:  # from the operands and the state the cycle saw, by a program kept for the next
+                positions = tuple(sorted({traced._position for traced in held}))
+                values = dict(self._kept(("held", positions), record, positions, 1 + positions[-1],
+                                         lambda slot: _operand_array(record, slot),
+                                         lambda: self._held_operands(record)))
+            for traced in held:
+                kind = traced._kind
+                _node_slot.__set__(traced, leaf(values[traced._position], kind.dtype, shape=kind.shape))
+        elif held:
             with self.lock:  # the entries up to the last of them, made from the operands the cycle saw
                 upto = 1 + max(traced._position for traced in held)
                 real = self._unseen(self._nodes, upto=upto, slots=self._held_operands(record), record=record)[0]
@@ -1453,6 +1462,13 @@ class Replayer:
             _grad_state.cycle = self.recording_after(self, real, slots)
             self.chain.replayer = self.record = self.wiring = None  # no reference cycle is left behind
             self.made = []
+
+
+def _operand_array(record, slot):
+    """The array of a done cycle's outside operand in ``slot`` as the cycle saw it (a carried one's:
+    the chain's state when the cycle began)."""
+    operand = record.operands[slot]
+    return _array(record.start[operand[0]] if operand.__class__ is tuple else operand)
 
 
 def _carry_of(tensor):

@@ -1529,3 +1529,44 @@ def test_a_count_read_before_every_backward(torch, how):
         assert peeks >= 35, peeks
     else:
         assert replayed == peeks == 0
+
+
+def _accuracies_kept(T, steps, how):
+    """The tutorials' accuracy kept every step before the backward and read at the end
+    (``accuracies.append((out.argmax(1) == y).float().mean())``), under a learning rate that changes
+    every step, batches at a moving offset; ``how``: "mean", or "a view" (the first predictions
+    kept, a view of a result of the step)."""
+    T.manual_seed(0)
+    network = _tanh_network(T)
+    optimizer = T.optim.SGD(network.parameters(), lr=0.5)
+    scheduler = T.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.97 ** step)
+    x, y, kept = T.tensor(FEATURES), T.tensor(CLASSES), []
+    for step in range(steps):
+        start = step * 4 % len(FEATURES)
+        optimizer.zero_grad()
+        out = network(x[start:start + 4])
+        predicted = out.argmax(1)
+        kept.append((predicted == y[start:start + 4]).float().mean() if how == "mean" else predicted[:2])
+        T.nn.functional.cross_entropy(out, y[start:start + 4]).backward()
+        optimizer.step()
+        scheduler.step()
+    return [values(k)[0] for k in kept], values(*network.parameters())
+
+
+@pytest.mark.parametrize("how", ["mean", "a view"])
+def test_accuracies_kept_before_every_backward(torch, how):
+    """Results without history kept from each replayed step get their values when the chain runs
+    the step, each PyTorch's; after the first, by the program kept from it (its floats and starts
+    its inputs), unless the result kept is a view."""
+    before = replaying.stats.replayed, replaying.stats.peeks
+    ours, our_state = _accuracies_kept(symgrad, 60, how)
+    replayed, peeks = replaying.stats.replayed - before[0], replaying.stats.peeks - before[1]
+    theirs, their_state = _accuracies_kept(torch, 60, how)
+    assert len(ours) == len(theirs)
+    for step, (a, b) in enumerate(zip(ours + our_state, theirs + their_state)):
+        np.testing.assert_allclose(a, b, err_msg=f"step {step}", **STEP_TOL)
+    if speed.fast:
+        assert replayed >= 40, replayed
+        assert (peeks >= 35) == (how == "mean"), peeks
+    else:
+        assert replayed == peeks == 0
