@@ -8,7 +8,7 @@ import numpy as np
 
 from symgrad import devices, dtypes, random
 from symgrad.grad_mode import is_grad_enabled
-from symgrad.inplace import write_values
+from symgrad.inplace import check_writable, write_values
 from symgrad.nodes import leaf
 from symgrad.tensor import Tensor
 from symgrad.uploads import from_host
@@ -245,12 +245,14 @@ def randint_like(input: Tensor, low: int = 0, high=None, *, generator=None, dtyp
 
 # ----------------------------------------------------------------- filling a tensor in place (nn.init's)
 
-def _fill(tensor: Tensor, draw, generator) -> Tensor:
+def _fill(tensor: Tensor, draw, generator, name: str) -> Tensor:
     """``tensor`` takes new random values (no history; a leaf that requires grad refuses under
-    grad mode, as PyTorch's in-place ops do)."""
+    grad mode, as PyTorch's in-place ops do, and so do the views PyTorch cannot write into)."""
     node = tensor._node
     if node.requires_grad and node.is_leaf and is_grad_enabled():
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    if tensor._view is not None or tensor._inference:
+        check_writable(tensor, name)
     values = _draw(draw, tuple(node.shape), node.dtype, generator)
     write_values(tensor, leaf(from_host(np.asarray(values, dtype=node.dtype.numpy)), node.dtype))
     return tensor
@@ -258,11 +260,11 @@ def _fill(tensor: Tensor, draw, generator) -> Tensor:
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, *, to=None, generator=None) -> Tensor:
     """``Tensor.uniform_(from, to)``."""
-    return _fill(tensor, partial(random.uniform, low=a, high=b if to is None else to), generator)
+    return _fill(tensor, partial(random.uniform, low=a, high=b if to is None else to), generator, "uniform_")
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
-    return _fill(tensor, partial(random.normal, mean=mean, std=std), generator)
+    return _fill(tensor, partial(random.normal, mean=mean, std=std), generator, "normal_")
 
 
 def random_(tensor: Tensor, low=None, high=None, *, to=None, generator=None) -> Tensor:
@@ -271,16 +273,16 @@ def random_(tensor: Tensor, low=None, high=None, *, to=None, generator=None) -> 
     if low is not None and high is None:
         low, high = 0, low
     if high is None:
-        return _fill(tensor, random.integers, generator)
-    return _fill(tensor, partial(random.random_from_to, low=int(low or 0), high=int(high)), generator)
+        return _fill(tensor, random.integers, generator, "random_")
+    return _fill(tensor, partial(random.random_from_to, low=int(low or 0), high=int(high)), generator, "random_")
 
 
 def exponential_(tensor: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
-    return _fill(tensor, partial(random.exponential, lambd=lambd), generator)
+    return _fill(tensor, partial(random.exponential, lambd=lambd), generator, "exponential_")
 
 
 def bernoulli_(tensor: Tensor, p=0.5, *, generator=None) -> Tensor:
     """Ones with probability ``p`` (a number, or a tensor broadcast to ``tensor``'s shape)."""
     if isinstance(p, Tensor):
         p = np.broadcast_to(np.asarray(p), tuple(tensor.shape)).ravel()
-    return _fill(tensor, partial(random.bernoulli, p=p), generator)
+    return _fill(tensor, partial(random.bernoulli, p=p), generator, "bernoulli_")

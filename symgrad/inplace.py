@@ -102,22 +102,28 @@ def _refresh(member: Tensor, replaced: bool) -> None:
     member._rebind(new)
 
 
-def check_writable(tensor: Tensor, name: str) -> None:
+def check_writable(tensor: Tensor, name: str, one_value: bool = False) -> None:
     """PyTorch's refusals of an in-place write into an inference tensor or a view, made before
-    anything is recorded."""
+    anything is recorded.  A write of ``one_value`` (``fill_``, ``zero_``) without history into a
+    whole expanded view, whose elements share memory, goes through as PyTorch's does: every copy of
+    an element takes that value.  (Into a part of one, PyTorch writes the elements that part
+    shares; symgrad refuses.)"""
     if tensor._inference and not _grad_state.inference:
         raise RuntimeError(f"Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
                            f"clone to get a normal tensor before doing inplace update.See "
                            f"https://github.com/pytorch/rfcs/pull/17 for more details. [{name}]")
     child, grad = tensor, _grad_state.enabled
+    every_copy = one_value and not (grad and tensor._node.requires_grad)  # written into every shared element
     while child._view is not None:
         parent, step, made_with_grad = child._view
         if step in (DETACH, DATA):  # history stops here, memory does not: only the overlap check goes on
             grad, child = False, parent
             continue
         op, attrs = step
-        if op.name == "expand" and any(n > 1 and (i < len(attrs[0]) - parent.ndim or parent.shape[
-                i - len(attrs[0]) + parent.ndim] == 1) for i, n in enumerate(attrs[0])):
+        every_copy = every_copy and op.name not in ("index", "piece", "diagonal")
+        if op.name == "expand" and not every_copy and any(
+                n > 1 and (i < len(attrs[0]) - parent.ndim or parent.shape[i - len(attrs[0]) + parent.ndim] == 1)
+                for i, n in enumerate(attrs[0])):
             raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
                                "single memory location. Please clone() the tensor before performing the operation.")
         if grad and op.name == "piece" and child._node.requires_grad:
@@ -204,7 +210,7 @@ def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
     node = tensor._node
     value = dtypes.number_in(value, node.dtype)
     if tensor._view is not None or tensor._inference:
-        check_writable(tensor, name)
+        check_writable(tensor, name, one_value=True)
     if is_grad_enabled() and node.requires_grad:
         if node.op is LEAF:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")

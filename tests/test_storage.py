@@ -175,7 +175,22 @@ def tensors_filled_alike_are_apart(T):
     return dict(grad=w.grad, a=a, c=c, versions=(a._version, c._version))
 
 
-SCENARIOS = [tensors_filled_alike_are_apart, einsum_that_sums_nothing_is_a_view, activations_in_place, slice_of_a_result_written, base_written_views_see_it, writes_through_views_without_grad,
+def expanded_views_filled(T):
+    """``fill_`` and ``zero_`` into an expanded view, whose elements share memory: PyTorch writes
+    each shared element (its only in-place ops that do: the others refuse), and the base and its
+    other views see it; through a transpose and new leading dims, a NaN and a -0.0 alike."""
+    a = T.ones(3, 1)
+    a.expand(2, 3, 4).fill_(2.0)
+    b = T.ones(2, 1, 3)
+    wide = b.expand(4, 2, 5, 3)
+    wide.transpose(0, 3).zero_()
+    c, d = T.arange(3.0).reshape(3, 1), T.ones(3, 1)
+    c.expand(3, 4).fill_(float("nan"))
+    d.expand(1, 3, 4).fill_(-0.0)
+    return dict(a=a, b=b, wide=wide.sum(), c=c, d=d, signs=1.0 / d, versions=(a._version, b._version))
+
+
+SCENARIOS = [expanded_views_filled, tensors_filled_alike_are_apart, einsum_that_sums_nothing_is_a_view, activations_in_place, slice_of_a_result_written, base_written_views_see_it, writes_through_views_without_grad,
              detach_and_data_share_storage, detached_view_written, view_written_with_history, diagonal_written_with_history,
              no_grad_write_into_a_view_of_a_parameter, a_module_state_dict_shares_its_parameters,
              saved_values_untouched]
@@ -274,6 +289,11 @@ def overlapping_expand(T):
     T.ones(3).expand(2, 3).add_(1)
 
 
+def random_draws_into_an_expanded_view(T):
+    """Was a TypeError: a draw of the view's shape reshaped to its base's."""
+    T.ones(3, 1).expand(3, 4).normal_()
+
+
 def view_made_under_no_grad(T):
     x = T.tensor(X4, requires_grad=True)
     with T.no_grad():
@@ -343,7 +363,7 @@ REFUSALS = [filled_tensor_saved_then_filled_again, leaf_saved_after_a_fill_fille
             grad_fn_of_a_piece_whose_base_was_written, is_leaf_of_a_piece_whose_base_was_written,
             saved_output_changed, saved_input_changed, saved_index_changed, saved_leaf_changed_under_no_grad,
             saved_other_is_self, saved_value_changed_through_a_view, view_of_a_leaf, reshaped_leaf, piece_of_unbind, piece_of_split,
-            overlapping_expand, view_made_under_no_grad]
+            overlapping_expand, random_draws_into_an_expanded_view, view_made_under_no_grad]
 
 
 @pytest.mark.parametrize("scenario", REFUSALS, ids=lambda s: s.__name__)
