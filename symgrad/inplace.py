@@ -102,18 +102,18 @@ def _refresh(member: Tensor, replaced: bool) -> None:
     member._rebind(new)
 
 
-def check_writable(tensor: Tensor, name: str, one_value: bool = False) -> None:
+def check_writable(tensor: Tensor, name: str, alike: bool = False) -> None:
     """PyTorch's refusals of an in-place write into an inference tensor or a view, made before
-    anything is recorded.  A write of ``one_value`` (``fill_``, ``zero_``) without history into a
-    whole expanded view, whose elements share memory, goes through as PyTorch's does: every copy of
-    an element takes that value.  (Into a part of one, PyTorch writes the elements that part
-    shares; symgrad refuses.)"""
+    anything is recorded.  A write that gives the copies of an element the same value (``alike``:
+    ``fill_``, ``zero_``, ``x.copy_(x)``), without history, into a whole expanded view, whose
+    elements share memory, goes through as PyTorch's does.  (Into a part of one, PyTorch writes the
+    elements that part shares; symgrad refuses.)"""
     if tensor._inference and not _grad_state.inference:
         raise RuntimeError(f"Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
                            f"clone to get a normal tensor before doing inplace update.See "
                            f"https://github.com/pytorch/rfcs/pull/17 for more details. [{name}]")
     child, grad = tensor, _grad_state.enabled
-    every_copy = one_value and not (grad and tensor._node.requires_grad)  # written into every shared element
+    every_copy = alike and not (grad and tensor._node.requires_grad)  # written into every shared element
     while child._view is not None:
         parent, step, made_with_grad = child._view
         if step in (DETACH, DATA):  # history stops here, memory does not: only the overlap check goes on
@@ -210,7 +210,7 @@ def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
     node = tensor._node
     value = dtypes.number_in(value, node.dtype)
     if tensor._view is not None or tensor._inference:
-        check_writable(tensor, name, one_value=True)
+        check_writable(tensor, name, alike=True)
     if is_grad_enabled() and node.requires_grad:
         if node.op is LEAF:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
@@ -225,7 +225,7 @@ def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
 def copy_(tensor: Tensor, src: Tensor) -> Tensor:
     """``copy_``: the tensor takes src's values (and, under grad mode, its history).  Without
     history it is a traced write (a running statistic moved each step: symgrad.cycles)."""
-    check_writable(tensor, "copy_")
+    check_writable(tensor, "copy_", alike=src is tensor)
     if tensor._storage is not None:
         refuse_overlap(tensor, (src,))
     if is_grad_enabled() and tensor.requires_grad and tensor.is_leaf:

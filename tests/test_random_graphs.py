@@ -119,9 +119,9 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
         "depends on the ranks, broadcasting and strides), so writing it in place afterwards does not refuse the "
         "backward; symgrad keeps the operand and refuses as for any saved input", _written_after("batched matmul")),
     "fill_ into elements that share memory": (
-        "fill_ or zero_ into an expanded view: symgrad writes a whole one as PyTorch does, and refuses a part of one "
-        "(PyTorch writes the elements it shares) or one with history (PyTorch refuses only at the backward)",
-        _accepted("fill into shared elements")),
+        "fill_, zero_ or x.copy_(x) into an expanded view: symgrad writes a whole one as PyTorch does, and refuses "
+        "a part of one (PyTorch writes the elements it shares) or one with history (PyTorch refuses a fill only at "
+        "the backward, and copies x into itself without a kernel)", _accepted("alike into shared elements")),
     "in-place cast's grad_fn": ("x32.sub_(y64) has grad_fn ToCopyBackward0; PyTorch's is SubBackward0",
                                 _tagged("inplace from another dtype")),
     "full slice's grad_fn": ("x[:] has grad_fn AliasBackward0; PyTorch's is SliceBackward0",
@@ -932,8 +932,9 @@ class Program:
             text = f"{target}.{kind}({other})"
         t, source = self.ns[target], self.ns.get(other)
         tags = {"inplace", f"inplace:{kind}"} | ({"aliased"} if self.aliased(target) else set())
-        if kind in ("fill_", "zero_") and self.torch._debug_has_internal_overlap(t) == 1:
-            tags.add("fill into shared elements")
+        if (kind in ("fill_", "zero_") or kind == "copy_" and other == target) and \
+                self.torch._debug_has_internal_overlap(t) == 1:
+            tags.add("alike into shared elements")
         if isinstance(source, self.torch.Tensor) and source.dtype != t.dtype:
             tags.add("inplace from another dtype")
         if kind in ("/=", "div_") and target in self.filled and t.dim() == 0:

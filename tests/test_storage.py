@@ -176,18 +176,22 @@ def tensors_filled_alike_are_apart(T):
 
 
 def expanded_views_filled(T):
-    """``fill_`` and ``zero_`` into an expanded view, whose elements share memory: PyTorch writes
-    each shared element (its only in-place ops that do: the others refuse), and the base and its
-    other views see it; through a transpose and new leading dims, a NaN and a -0.0 alike."""
+    """``fill_``, ``zero_`` and ``x.copy_(x)`` into an expanded view, whose elements share memory:
+    PyTorch writes each shared element (its only in-place writes that do: the others refuse), and
+    the base and its other views see it; through a transpose and new leading dims, a NaN and a -0.0
+    alike."""
     a = T.ones(3, 1)
     a.expand(2, 3, 4).fill_(2.0)
     b = T.ones(2, 1, 3)
     wide = b.expand(4, 2, 5, 3)
     wide.transpose(0, 3).zero_()
-    c, d = T.arange(3.0).reshape(3, 1), T.ones(3, 1)
+    c, d, e = T.arange(3.0).reshape(3, 1), T.ones(3, 1), T.arange(3.0).reshape(3, 1)
     c.expand(3, 4).fill_(float("nan"))
     d.expand(1, 3, 4).fill_(-0.0)
-    return dict(a=a, b=b, wide=wide.sum(), c=c, d=d, signs=1.0 / d, versions=(a._version, b._version))
+    copied = e.expand(2, 3, 4)
+    copied.copy_(copied)
+    return dict(a=a, b=b, wide=wide.sum(), c=c, d=d, signs=1.0 / d, e=e,
+                versions=(a._version, b._version, e._version))
 
 
 SCENARIOS = [expanded_views_filled, tensors_filled_alike_are_apart, einsum_that_sums_nothing_is_a_view, activations_in_place, slice_of_a_result_written, base_written_views_see_it, writes_through_views_without_grad,

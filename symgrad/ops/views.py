@@ -57,8 +57,8 @@ def _build_write_back(p, node, old, new):
     op, attrs = node.attrs
     view_shape = op.infer(node.inputs[:1], *attrs)[0]
     new = p.materialize(new, view_shape, node.dtype.name)
-    if op.name == "expand":  # one copy of each element: a write through elements that share memory is a
-        # fill (``inplace.check_writable``), which gave every copy the same value
+    if op.name == "expand":  # one copy of each element: a write through elements that share memory gave
+        # every copy the same value (``inplace.check_writable``)
         lead = len(view_shape) - len(node.shape)
         spec = [(1, 0, 1 if i < lead or node.shape[i - lead] == 1 else n, 1) for i, n in enumerate(view_shape)]
         if any(item[2] != n for item, n in zip(spec, view_shape)):
