@@ -569,18 +569,22 @@ def _build_batch_norm(p, node, x, *rest):
     shape, dtype = node.shape, node.dtype.name
     layout = (shape[1],) + (1,) * (len(shape) - 2)
     if training:
-        mean, centered, inverse_std = _moments(p, x, (0, *range(2, len(shape))), eps, dtype)
-        params = rest
+        axes = (0, *range(2, len(shape)))
+        mean, centered, inverse_std = _moments(p, x, axes, eps, dtype)
+        params, per_channel = rest, _kept(shape, axes)
     else:
         mean, variance, *params = rest  # PyTorch's running statistics get no gradient
         mean, variance = (p.reshape(p.stop_gradient(v), layout) for v in (mean, variance))
-        centered, inverse_std = x - mean, (variance + eps) ** sp.Rational(-1, 2)
+        centered, inverse_std, per_channel = x - mean, (variance + eps) ** sp.Rational(-1, 2), layout
     standard = _affine(p, node, p.assign(centered * inverse_std, shape, dtype, "normalized"), params, layout)
     has_weight, has_bias = node.attrs[-2:]
     params = list(params)
-    alpha = inverse_std * p.reshape(params.pop(0), layout) if has_weight else inverse_std
-    beta = (p.reshape(params.pop(0), layout) if has_bias else sp.S.Zero) - mean * alpha
-    return p.assign(ir.rerouted(x * alpha + beta, standard), shape, dtype, "batch_norm")
+    alpha = p.assign(inverse_std * p.reshape(params.pop(0), layout) if has_weight else inverse_std,
+                     per_channel, dtype, "alpha")
+    beta = p.assign((p.reshape(params.pop(0), layout) if has_bias else sp.S.Zero) - mean * alpha,
+                    per_channel, dtype, "beta")
+    value = p.stop_gradient(p.assign(x * alpha + beta, shape, dtype, "kernel_form"))  # (its gradient: standard's)
+    return p.assign(ir.rerouted(value, standard), shape, dtype, "batch_norm")
 
 
 def _reference_batch_norm(x, *rest):
