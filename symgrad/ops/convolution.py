@@ -407,19 +407,13 @@ def adaptive_avg_pool2d(input, output_size):
 
 def _standardized(p, x, axes, eps, dtype):
     """(x - mean) / sqrt(var + eps) over ``axes``, with the biased variance, as PyTorch normalizes."""
-    _, centered, inverse_std = _moments(p, x, axes, eps, dtype)
-    return p.assign(centered * inverse_std, p.shape_of(x), dtype, "normalized")
-
-
-def _moments(p, x, axes, eps, dtype):
-    """The mean over ``axes`` (kept), x less it, and 1 / sqrt(var + eps) with the biased variance."""
     shape = p.shape_of(x)
     count = int(np.prod([shape[a] for a in axes]))
     mean = mean_over(p, x, axes, count, corrected=True)  # a constant row's mean is its value, as PyTorch's
     centered = p.assign(x - mean, shape, dtype, "centered")
     variance = p.assign(p.reduce_sum(p.assign(centered ** 2, shape, dtype, "squared"), axes, True) / count,
                         _kept(shape, axes), dtype, "variance")
-    return mean, centered, (variance + eps) ** sp.Rational(-1, 2)
+    return p.assign(centered * (variance + eps) ** sp.Rational(-1, 2), shape, dtype, "normalized")
 
 
 def _kept(shape, axes):
@@ -560,31 +554,17 @@ def _infer_batch_norm(nodes, training, eps, has_weight, has_bias):
 
 
 def _build_batch_norm(p, node, x, *rest):
-    """Training: the batch's statistics; eval: the running ones (inputs of their own).  The values
-    are PyTorch's kernel's, ``x * alpha + beta`` with ``alpha = weight / sqrt(var + eps)`` and
-    ``beta = bias - mean * alpha`` per channel (an infinite weight makes a whole channel NaN there);
-    the gradient is that of ``(x - mean) / sqrt(var + eps) * weight + bias``, which keeps its
-    precision where the mean is far from zero."""
+    """Training: the batch's statistics; eval: the running ones (inputs of their own)."""
     training, eps = node.attrs[:2]
     shape, dtype = node.shape, node.dtype.name
     layout = (shape[1],) + (1,) * (len(shape) - 2)
     if training:
-        axes = (0, *range(2, len(shape)))
-        mean, centered, inverse_std = _moments(p, x, axes, eps, dtype)
-        params, per_channel = rest, _kept(shape, axes)
-    else:
-        mean, variance, *params = rest  # PyTorch's running statistics get no gradient
-        mean, variance = (p.reshape(p.stop_gradient(v), layout) for v in (mean, variance))
-        centered, inverse_std, per_channel = x - mean, (variance + eps) ** sp.Rational(-1, 2), layout
-    standard = _affine(p, node, p.assign(centered * inverse_std, shape, dtype, "normalized"), params, layout)
-    has_weight, has_bias = node.attrs[-2:]
-    params = list(params)
-    alpha = p.assign(inverse_std * p.reshape(params.pop(0), layout) if has_weight else inverse_std,
-                     per_channel, dtype, "alpha")
-    beta = p.assign((p.reshape(params.pop(0), layout) if has_bias else sp.S.Zero) - mean * alpha,
-                    per_channel, dtype, "beta")
-    value = p.stop_gradient(p.assign(x * alpha + beta, shape, dtype, "kernel_form"))  # (its gradient: standard's)
-    return p.assign(ir.rerouted(value, standard), shape, dtype, "batch_norm")
+        y = _standardized(p, x, (0, *range(2, len(shape))), eps, dtype)
+        return _affine(p, node, y, rest, layout)
+    mean, variance, *params = rest  # PyTorch's running statistics get no gradient
+    mean, variance = (p.reshape(p.stop_gradient(v), layout) for v in (mean, variance))
+    y = p.assign((x - mean) * (variance + eps) ** sp.Rational(-1, 2), shape, dtype, "normalized")
+    return _affine(p, node, y, params, layout)
 
 
 def _reference_batch_norm(x, *rest):
