@@ -16,7 +16,7 @@ from benchmarks import export, workloads
 WORKLOADS = {"W1": workloads.w1_seed, "W2": workloads.w2_mlp, "W3": workloads.w3_logreg,
              "W4": workloads.w4_chain, "W5": workloads.w5_loop,
              "W5b": lambda: workloads.w5_loop(optimizer=True), "W6": workloads.w6_mlp, "W7": workloads.w7_batches,
-             "W8": workloads.w8_deep,
+             "W8": workloads.w8_deep, "W9": workloads.w9_counting,
              "export": export.export_rows}
 
 
@@ -57,7 +57,7 @@ def _table(rows):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads (W1..W8)")
+    parser.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads (W1..W9)")
     args = parser.parse_args(argv)
     print(f"# symgrad benchmarks — {datetime.date.today()}, {_cpu()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}")

@@ -72,7 +72,7 @@ def _torch_turns(turns, torch, step, whole: bool = False, pools=(2, 1)):
 
 
 def _whole_loop_references(turns, finals, jax_run, torch_loop, pools=(2, 1)) -> None:
-    """A whole-loop workload's references (W6-W8): ``jax_run()`` and, with PyTorch installed,
+    """A whole-loop workload's references (W6-W9): ``jax_run()`` and, with PyTorch installed,
     ``torch_loop(torch)`` (the loop's final tensor), each put in ``finals`` and timed in turns."""
     finals["jax.jit (functional step)"] = jax_run()
     turns.whole("jax.jit (functional step)", jax_run)
@@ -702,3 +702,69 @@ def w8_deep(layers: int = 20, steps: int = 200, lr: float = 0.01):
     _agree("W8 final first-layer weights", {k: (v,) for k, v in finals.items()})
     return turns.measure(scale=1 / steps)
 
+
+
+# ------------------------------------------------------------------------------- W9
+
+def _counting_loop(T, X, Y, weights, steps: int, lr: float):
+    """A 4-16-3 MLP trained with ``optim.SGD`` and ``cross_entropy``, counting its correct
+    predictions every step before the backward, as the tutorials do
+    (``correct += (out.argmax(1) == y).sum().item()``): (the count, the first layer's weight)."""
+    model = T.nn.Sequential(T.nn.Linear(4, 16), T.nn.ReLU(), T.nn.Linear(16, 3))
+    model.load_state_dict({k: T.tensor(v) for k, v in weights.items()})
+    optimizer = T.optim.SGD(model.parameters(), lr=lr)
+    x, y, correct = T.tensor(X), T.tensor(Y), 0
+    for _ in range(steps):
+        optimizer.zero_grad()
+        out = model(x)
+        correct += (out.argmax(1) == y).sum().item()
+        T.nn.functional.cross_entropy(out, y).backward()
+        optimizer.step()
+    return correct, model[0].weight
+
+
+def w9_counting(steps: int = 500, lr: float = 0.05):
+    """A step that reads a value before its backward, every step: the value is computed aside from
+    what the replayed step saw (session 23), and every step waits for it, as PyTorch's does."""
+    rng = np.random.default_rng(9)
+    X, Y = rng.standard_normal((64, 4)).astype(np.float32), rng.integers(0, 3, 64)
+    symgrad.manual_seed(0)
+    weights = {k: v.numpy() for k, v in symgrad.nn.Sequential(
+        symgrad.nn.Linear(4, 16), symgrad.nn.ReLU(), symgrad.nn.Linear(16, 3)).state_dict().items()}
+    name = f"W9 a count read before every backward, 4-16-3 MLP, optim.SGD, batch 64 (per step, {steps} steps)"
+    finals, counts, turns = {}, {}, Turns(name)
+
+    def symgrad_run():
+        counts["symgrad torch-style"], w = _counting_loop(symgrad, X, Y, weights, steps, lr)
+        return np.asarray(ready(w))
+
+    finals["symgrad torch-style"] = symgrad_run()
+    turns.whole("symgrad torch-style", symgrad_run)
+
+    names = list(weights)
+
+    @jax.jit
+    def jax_step(params):
+        def loss_fn(params):
+            h = jnp.maximum(X @ params[0].T + params[1], 0)
+            out = h @ params[2].T + params[3]
+            return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(out), Y[:, None], 1)), out
+        grads, out = jax.grad(loss_fn, has_aux=True)(params)
+        return [p - lr * g for p, g in zip(params, grads)], jnp.sum(jnp.argmax(out, 1) == Y)
+
+    def jax_run():
+        params, correct = [jnp.asarray(weights[k]) for k in names], 0
+        for _ in range(steps):
+            params, count = jax_step(params)
+            correct += count.item()
+        counts["jax.jit (functional step)"] = correct
+        return np.asarray(params[0])
+
+    def torch_loop(torch):
+        counts["torch eager"], w = _counting_loop(torch, X, Y, weights, steps, lr)
+        return w
+
+    _whole_loop_references(turns, finals, jax_run, torch_loop, pools=(1,))
+    _agree("W9 final first-layer weights", {k: (v,) for k, v in finals.items()})
+    assert len(set(counts.values())) == 1, f"W9: the counts differ: {counts}"
+    return turns.measure(scale=1 / steps)
