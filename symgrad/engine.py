@@ -94,17 +94,21 @@ def _compiled(key, walk: Walk, build):
     varying.update(i for i, _, _ in numbers if walk.entries[i] != first[i])
     if not varying:
         return programs.cache.get(key, build)
-    generic_key = ("numbers as inputs", key[0], _erased(walk, numbers, varying), key[2:])
-    generic = programs.cache.find(generic_key)
-    if generic is None:
-        walk.numbers_at = frozenset(varying)
-        try:
-            generic = programs.cache.get(generic_key, build)
-        finally:
-            walk.numbers_at = frozenset()
+    generic = _taking_numbers(key, walk, numbers, varying, build)
     taken = [(i, values) for i, _, values in numbers if i in varying]
     return programs.cache.put(key, NumbersBound(generic, tuple([v for _, values in taken for v in values]),
                                                 tuple([i for i, values in taken for _ in values])))
+
+
+def _taking_numbers(key, walk: Walk, numbers, positions, build):
+    """The program of ``key``'s structure that takes the numbers at walk ``positions`` (of those
+    ``_numbers_of`` found) as its last inputs."""
+    generic_key = ("numbers as inputs", key[0], _erased(walk, numbers, positions), key[2:])
+    walk.numbers_at = frozenset(positions)
+    try:
+        return programs.cache.get(generic_key, build)
+    finally:
+        walk.numbers_at = frozenset()
 
 
 def _numbers_of(walk: Walk):
@@ -282,8 +286,8 @@ def _walked(nodes):
     return walk, tuple(i for i in wanted if not walk.is_input(i))
 
 
-def _values_compiled(walk, wanted):
-    return _compiled(("value", tuple(walk.entries), wanted), walk, lambda: forward_program(walk, wanted))
+def _values_key(walk, wanted) -> tuple:
+    return ("value", tuple(walk.entries), wanted)
 
 
 def values_program(nodes, numbers=(), indexings=()):
@@ -299,17 +303,9 @@ def values_program(nodes, numbers=(), indexings=()):
     inputs = [node for node, entry in zip(walk.order, walk.entries) if entry[0] is None]
     floats = sorted(walk.index[node] for node in numbers if node in walk.index)
     starts = sorted(walk.index[node] for node in indexings if node in walk.index)
-    if not floats and not starts:
-        return _values_compiled(walk, wanted), inputs, [walk.order[p] for p in wanted], [], []
-    erased = _erased(walk, [(p, (CONST, None), None) for p in floats] +
-                     [(p, (walk.order[p].op, moving_starts(walk.order[p])[0], *walk.entries[p][2:]), None)
-                      for p in starts], None)
-    walk.numbers_at = frozenset(floats + starts)
-    try:
-        compiled = programs.cache.get(("value", "numbers as inputs", erased, wanted),
-                                      lambda: forward_program(walk, wanted))
-    finally:
-        walk.numbers_at = frozenset()
+    key, build = _values_key(walk, wanted), lambda: forward_program(walk, wanted)
+    compiled = _taking_numbers(key, walk, _numbers_of(walk)[0], floats + starts, build) if floats or starts else \
+        _compiled(key, walk, build)
     return (compiled, inputs, [walk.order[p] for p in wanted], [walk.order[p] for p in floats],
             [walk.order[p] for p in starts])
 
@@ -331,7 +327,7 @@ def _realize(nodes, read: bool) -> bool:
     if read:
         structure = (_erased(walk, _numbers_of(walk)[0], None), wanted)
         wanted += tuple(sorted(p for p in _read_again.get(structure, ()) if p not in wanted))
-    compiled = _values_compiled(walk, wanted)
+    compiled = _compiled(_values_key(walk, wanted), walk, lambda: forward_program(walk, wanted))
     for position, value in zip(wanted, compiled.run(*arrays(walk.inputs))):
         walk.order[position].computed(value)
     if read:
