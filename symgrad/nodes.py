@@ -73,7 +73,7 @@ def set_aside(node: Node, inputs: tuple) -> None:
     """Remember ``node``, a result without history, if one of its ``inputs`` has history or was
     remembered."""
     for i in inputs:
-        if i.requires_grad or id(i) in aside:
+        if i.requires_grad or _is_aside(i):
             break
     else:
         return
@@ -84,6 +84,13 @@ def set_aside(node: Node, inputs: tuple) -> None:
         if len(aside) >= MAX_ASIDE:
             aside.clear()
     aside[id(node)] = weakref.ref(node)
+
+
+def _is_aside(node: Node) -> bool:
+    """Whether ``node`` itself was set aside (an id outlives its node: a new node can have a
+    dead one's)."""
+    ref = aside.get(id(node))
+    return ref is not None and ref() is node
 
 
 def not_aside(node: Node) -> None:

@@ -14,7 +14,7 @@ import sympy as sp
 from symgrad import dtypes, storage
 from symgrad.autodiff import reverse_mode
 from symgrad.ir import Program
-from symgrad.nodes import CONST, LEAF, is_zero_fill, owners_of, priority
+from symgrad.nodes import CONST, LEAF, Node, is_zero_fill, owners_of, priority
 
 
 class Walk:
@@ -80,6 +80,21 @@ class Walk:
             index[node] = len(order)
             order.append(node)
         return index[root]
+
+    def owned(self) -> "Walk":
+        """This walk over private copies of its op nodes, for a walk kept to be lowered again later
+        (a custom Function's recorded graphs): a node someone else holds may be computed meanwhile,
+        and a computed node without history forgets its inputs (``Node.computed``)."""
+        walk = Walk()
+        walk.entries, walk.inputs, walk.numbers_at = self.entries, self.inputs, self.numbers_at
+        for node, entry in zip(self.order, self.entries):
+            if entry[0] is not None:
+                inputs = tuple(walk.order[i] for i in entry[3]) if len(entry) > 2 else ()
+                node = Node(node.op, inputs, node.attrs, node.shape, node.dtype, node.requires_grad,
+                            kind=node.kind, args=node.args, pending=node.pending)
+            walk.index[node] = len(walk.order)
+            walk.order.append(node)
+        return walk
 
     def is_input(self, position: int) -> bool:
         return self.entries[position][0] is None

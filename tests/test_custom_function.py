@@ -104,6 +104,46 @@ def test_outputs_without_grad_and_the_forward_under_no_grad(torch):
         close(plain.numpy(), np.exp(X))
 
 
+def test_an_intermediate_kept_on_ctx_and_read_later_leaves_the_recorded_graph_whole(torch):
+    """Reading ``ctx.h`` computes h; the call's recorded forward, lowered again by each later
+    program, must not lose the ops that made it (a computed node without history forgets them)."""
+    results = []
+    for T in (symgrad, torch):
+        class Kept(T.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                ctx.h = h = x * 3
+                return h.sin()
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * (3 * x).cos() * 3
+        x = T.tensor(X, requires_grad=True)
+        y = Kept.apply(x * 2)
+        y.sum().backward(retain_graph=True)
+        kept = (y.grad_fn.h + 1).numpy()
+        (g,) = T.autograd.grad(y.sum(), x, create_graph=True)
+        (h,) = T.autograd.grad(g.sum(), x)
+        results.append((kept, y.detach().numpy(), x.grad.numpy(), g.detach().numpy(), h.numpy()))
+    for a, b in zip(*results):
+        close(a, b)
+
+
+def test_a_dead_nodes_id_does_not_set_a_new_node_aside():
+    """``nodes.aside`` is keyed by id, which a new node can share with a dead one."""
+    from symgrad import nodes
+    a = symgrad.tensor(X)._node
+    nodes.aside[id(a)] = lambda: None  # a dead weak reference left under a's id
+    try:
+        b = (symgrad.tensor(X) * 2)._node
+        nodes.set_aside(b, (a,))
+        assert id(b) not in nodes.aside
+    finally:
+        nodes.aside.pop(id(a), None)
+
+
 def test_gradcheck_catches_a_wrong_backward(torch):
     class Wrong(symgrad.autograd.Function):
         @staticmethod

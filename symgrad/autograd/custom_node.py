@@ -47,10 +47,11 @@ class Structure:
 
     def __init__(self, name, forward, outputs, arguments, count, backward, gradients, error):
         self.name, self.hint = name, name.lower()
-        self.forward, self.outputs = forward, outputs  # the forward walk; each output's position in it
+        self.forward, self.outputs = forward.owned(), outputs  # the forward walk; each output's position in it
         self.arguments, self.count = arguments, count  # which of the ``count`` tensor arguments it declares
         self.captured = sum(e[0] is None for e in forward.entries) - len(arguments)
-        self.backward, self.gradients, self.error = backward, gradients, error
+        self.backward = backward.owned() if backward is not None else None
+        self.gradients, self.error = gradients, error
         self._heads = {}
 
     def head(self, output: int):
