@@ -255,3 +255,22 @@ def test_eager_calls_raise_and_compiled_functions_return_non_finite_values(case,
     assert not np.isfinite(functional.numpy()).any()
     with pytest.raises(torch.linalg.LinAlgError):
         torch.func.grad(lambda x: fn(torch, x))(torch.tensor(a))
+
+
+def test_cross_rounds_as_pytorchs_fused_kernel(torch):
+    """PyTorch's CPU cross is ``fma(a[j], b[k], -(a[k] b[j]))``: float32 ``cross(x, x)`` of one tensor
+    is the first product's rounding error (its reciprocal 2.8e8, not inf: XLA contracted two
+    operands' products into an fma, but one tensor's two equal products it merged, and ``p - p`` is
+    0), and near-parallel vectors keep PyTorch's last bits (random-programs fuzzer, session 24)."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((64, 3)).astype(np.float32)
+    b = (a * np.float32(1.5) + rng.standard_normal((64, 3)).astype(np.float32) * np.float32(1e-3)).astype(np.float32)
+    same = np.full((2, 3), 0.3, np.float32)
+    results = []
+    for T in (symgrad, torch):
+        x = T.tensor(same)
+        results.append([T.linalg.cross(T.tensor(a), T.tensor(b), dim=1).numpy(), T.linalg.cross(x, x, dim=1).numpy(),
+                        T.linalg.cross(T.tensor(same), T.tensor(same), dim=1).numpy()])
+    for ours, theirs in zip(*results):
+        np.testing.assert_array_equal(ours, theirs)
+    assert (results[1][1] != 0).all()

@@ -303,10 +303,23 @@ def _build_cross(p, node, a, b):
         spec[dim] = (1, i, i + 1, 1)
         return p.index(x, spec)
 
-    parts = [p.assign(ieee.unevaluated(lambda u, v, w, z: u * v - w * z, component(a, j), component(b, k),
-                                       component(a, k), component(b, j)), p.shape_of(component(a, 0)), dtype, "cross")
+    part_shape = p.shape_of(component(a, 0))
+    parts = [_fused_difference(p, component(a, j), component(b, k), component(a, k), component(b, j), part_shape, dtype)
              for j, k in ((1, 2), (2, 0), (0, 1))]
     return p.concatenate(parts, dim, shape, dtype)
+
+
+def _fused_difference(p, u, v, w, z, shape, dtype):
+    """``u v - w z`` as PyTorch's CPU kernel computes it, ``fma(u, v, -(w z))``: the first product
+    exact.  XLA fuses two distinct products so itself, but merges the equal ones of ``cross(x, x)``
+    (then ``p - p`` is 0 where PyTorch has the rounding error of ``0.3 * 0.3``); in float32 the exact
+    product is a float64 one.  float64 is left to XLA (docs/api.md)."""
+    if dtype != "float32":
+        return p.assign(ieee.unevaluated(lambda u, v, w, z: u * v - w * z, u, v, w, z), shape, dtype, "cross")
+    rounded = p.assign(ieee.unevaluated(lambda w, z: w * z, w, z), shape, dtype, "product")
+    wide = [p.astype(x, "float64") for x in (u, v, rounded)]
+    exact = p.assign(ieee.unevaluated(lambda u, v, r: u * v - r, *wide), shape, "float64", "fused")
+    return p.astype(exact, dtype)
 
 
 CROSS = register(Op("cross", "LinalgCrossBackward0", _infer_cross, _build_cross,
