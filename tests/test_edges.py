@@ -909,3 +909,20 @@ def test_small_refusals_and_acceptances_as_pytorchs(torch):
     ours, theirs = _both(torch, run)
     assert ours[:3] == theirs[:3] == [True, [1.0], [1.0]]
     np.testing.assert_allclose(ours[3:], theirs[3:], rtol=1e-6)
+
+
+@pytest.mark.parametrize("bound", ["clamp_max", "clamp_min", "clamp"])
+def test_one_tensor_as_a_clamps_input_and_bound_stops_a_nan_cotangent(torch, bound):
+    """``clamp_max(v, v)`` of a NaN ``v`` under ``erf`` (whose derivative at NaN is NaN): PyTorch sums
+    each operand's masked backward, zeros both (-0 through ``log``); the derivative of the whole form
+    (a sum of selects) took the NaN cotangent whole (random-programs fuzzer, session 24)."""
+    nan = float("nan")
+    results = []
+    for T in (symgrad, torch):
+        v = T.tensor([nan, 1.0, -0.5, 2.0], requires_grad=True)
+        x = T.log(v)
+        y = T.clamp(x, x, x) if bound == "clamp" else getattr(T, bound)(x, x)
+        T.erf(y).sum().backward()
+        results.append(v.grad.numpy())
+    np.testing.assert_allclose(*results, rtol=1e-6)
+    np.testing.assert_array_equal(np.signbit(results[0]), np.signbit(results[1]))
