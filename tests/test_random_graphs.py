@@ -122,6 +122,10 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
         "fill_, zero_ or x.copy_(x) into an expanded view: symgrad writes a whole one as PyTorch does, and refuses "
         "a part of one (PyTorch writes the elements it shares) or one with history (PyTorch refuses a fill only at "
         "the backward, and copies x into itself without a kernel)", _accepted("alike into shared elements")),
+    "einsum's result written in place": (
+        "an einsum that contracts returns, in PyTorch, a view of its internal bmm's output, so an in-place op on it "
+        "has grad_fn AsStridedBackward0; symgrad's einsum result is a tensor of its own (AddBackward0 and the like; "
+        "values and gradients agree; docs/api.md)", _written_after("op:einsum")),
     "in-place cast's grad_fn": ("x32.sub_(y64) has grad_fn ToCopyBackward0; PyTorch's is SubBackward0",
                                 _tagged("inplace from another dtype")),
     "full slice's grad_fn": ("x[:] has grad_fn AliasBackward0; PyTorch's is SliceBackward0",
