@@ -634,3 +634,32 @@ def test_mse_loss_broadcasts_like_pytorch(torch):
     ours, theirs = _both(torch, run)
     assert theirs == 1.0
     assert ours == theirs
+
+
+def test_addmm_as_pytorchs_kernel(torch):
+    """Was: ``torch.addmm`` did not exist (random-loops fuzzer).  A ``beta`` of 0 ignores the input,
+    its NaN and inf too, and gives it a zero gradient; integer tensors take the factors' integer
+    parts; ``addmm_`` writes in place; the errors are PyTorch's."""
+    def run(T):
+        x = T.tensor(_f32([np.nan, np.inf, 1.0, 2.0, 3.0]), requires_grad=True)
+        m = T.tensor(_f32(np.arange(8).reshape(2, 4) / 8), requires_grad=True)
+        ignored = T.addmm(x, m, T.ones(4, 5), beta=0, alpha=0.5)
+        ignored.sum().backward()
+        i = T.tensor([3, 5])
+        integers = [T.addmm(i, T.tensor([[1, 2]]), T.tensor([[1, 1], [2, 3]]), beta=b, alpha=a).tolist()
+                    for b, a in ((0.5, 1.5), (2, 3))]
+        y = T.ones(2, 3)
+        y.addmm_(T.ones(2, 4), T.ones(4, 3), beta=-1, alpha=0.25)
+        errors = [raised(lambda T: T.addmm(T.ones(3), T.ones(2, 3), T.ones(4, 5)), T),
+                  raised(lambda T: T.addmm(T.ones(5), T.ones(3), T.ones(3, 5)), T),
+                  raised(lambda T: T.addmm(T.ones(5, dtype=T.float64), T.ones(2, 4), T.ones(4, 5)), T),
+                  raised(lambda T: T.addmm(T.ones(2, 2, dtype=T.bool), T.ones(2, 2, dtype=T.bool),
+                                           T.ones(2, 2, dtype=T.bool)), T)]
+        return (ignored.detach().numpy().tolist(), ignored.grad_fn.name(), x.grad.numpy().tolist(),
+                m.grad.numpy().tolist(), integers, y.numpy().tolist(), errors)
+
+    ours, theirs = _both(torch, run)
+    assert theirs[:3] == ([[0.375] * 5, [1.375] * 5], "AddmmBackward0", [0.0] * 5)
+    assert theirs[4:] == ([[[5, 7]], [[21, 31]]], [[0.0] * 3] * 2,
+                          ["RuntimeError", "RuntimeError", "RuntimeError", "NotImplementedError"])
+    assert ours == theirs

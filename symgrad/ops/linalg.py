@@ -103,6 +103,65 @@ def linear(input, weight, bias=None):
     return apply(LINEAR, rows, weight, bias).reshape(*input.shape[:-1], weight.shape[0])
 
 
+def _infer_addmm(nodes, beta, alpha):
+    input, mat1, mat2 = nodes
+    for name, m in (("mat1", mat1), ("mat2", mat2)):
+        if len(m.shape) != 2:
+            raise ValueError(f"{name} must be a matrix, got {len(m.shape)}-D tensor")
+    if mat1.shape[1] != mat2.shape[0]:
+        raise ValueError(f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x{mat1.shape[1]} and "
+                         f"{mat2.shape[0]}x{mat2.shape[1]})")
+    shape = (mat1.shape[0], mat2.shape[1])
+    if len(input.shape) > 2:
+        raise ValueError(f"expand(torch.{dtypes.torch_name(input.dtype).capitalize()}Tensor{{{list(input.shape)}}}, "
+                         f"size={list(shape)}): the number of sizes provided (2) must be greater or equal to the "
+                         f"number of dimensions in the tensor ({len(input.shape)})")
+    for d in (1, 0)[:len(input.shape)]:
+        size = input.shape[d - 2]
+        if size not in (1, shape[d]):
+            raise ValueError(f"The expanded size of the tensor ({shape[d]}) must match the existing size ({size}) at "
+                             f"non-singleton dimension {d}.  Target sizes: {list(shape)}.  Tensor sizes: "
+                             f"{list(input.shape)}")
+    for m in (mat1, mat2):
+        if m.dtype is not input.dtype:
+            names = [dtypes.torch_name(n.dtype).capitalize() for n in (input, m)]
+            raise ValueError(f"self and mat2 must have the same dtype, but got {names[0]} and {names[1]}")
+    if input.dtype is dtypes.bool_:
+        raise NotImplementedError("\"addmm_impl_cpu_\" not implemented for 'Bool'")
+    return shape, input.dtype
+
+
+def _build_addmm(p, node, input, mat1, mat2):
+    """``beta * input + alpha * (mat1 @ mat2)``; a ``beta`` of 0 ignores ``input`` (its NaN and inf
+    too), and a factor of 1 is no multiplication, as in PyTorch's kernel."""
+    beta, alpha = node.attrs
+    terms = [_scaled(alpha, p.matmul(mat1, mat2))]
+    if beta != 0:
+        terms.insert(0, _scaled(beta, input))
+    form = ieee.unevaluated(lambda a, b: a + b, *terms) if len(terms) == 2 else terms[0]
+    return p.assign(form, node.shape, node.dtype.name, "addmm")
+
+
+def _scaled(factor, x):
+    return x if factor == 1 else ieee.unevaluated(lambda f, y: f * y, ieee.constant(factor), x)
+
+
+ADDMM = register(Op("addmm", "AddmmBackward0", _infer_addmm, _build_addmm,
+                    reference=lambda i, a, b, beta, alpha: beta * i + alpha * (a @ b),
+                    torch_fn=lambda t, i, a, b, beta, alpha: t.addmm(i, a, b, beta=beta, alpha=alpha),
+                    examples=(Example(((3,), (2, 4), (4, 3)), (1, 1)), Example(((2, 3), (2, 4), (4, 3)), (0.5, -2.0)),
+                              Example(((2, 1), (2, 4), (4, 3)), (0, 1)), Example(((), (2, 4), (4, 3)), (1, 3.0)))))
+
+
+@ADDMM.publish(Names(function=("addmm",), method=("addmm",), inplace=("addmm_",)))
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """``beta * input + alpha * (mat1 @ mat2)`` (AddmmBackward0); integer tensors take the
+    factors' integer parts, as PyTorch's kernel does."""
+    integral = not input.dtype.is_floating_point
+    beta, alpha = (int(beta), int(alpha)) if integral else (float(beta), float(alpha))
+    return apply(ADDMM, input, mat1, mat2, attrs=(beta, alpha))
+
+
 def _infer_bmm(nodes):
     a, b = nodes
     if len(a.shape) != 3:
