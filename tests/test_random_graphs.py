@@ -218,6 +218,9 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
                                    "no gradient where its scalar loop (symgrad's: api.md) passes the cotangent",
                                    lambda p: ("hardshrink" in p.text or "softshrink" in p.text)
                                    and ("nan" in p.text or "inf" in p.text)),
+    "hardswish's two CPU loops": ("hardswish's gradient at NaN: PyTorch's vectorized loop, which computes most of a "
+                                  "tensor of 32 float32 values or more, gives NaN where its scalar loop (symgrad's: "
+                                  "api.md) passes the cotangent", lambda p: "hardswish" in p.text and "nan" in p.text),
     "PyTorch's float32 constants in float64": ("float64 hardsigmoid, celu, BCE: PyTorch rounds 1/6, 1/alpha, 1e-12 "
                                                "to float32", lambda p: p.precision == "float64" and (
                                                    p.tagged("op:hardsigmoid", "op:celu", "binary_cross_entropy@0or1"))),
