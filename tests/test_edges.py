@@ -926,3 +926,19 @@ def test_one_tensor_as_a_clamps_input_and_bound_stops_a_nan_cotangent(torch, bou
         results.append(v.grad.numpy())
     np.testing.assert_allclose(*results, rtol=1e-6)
     np.testing.assert_array_equal(np.signbit(results[0]), np.signbit(results[1]))
+
+
+@pytest.mark.parametrize("zero", ["ceil", "times zero"])
+def test_a_zero_cotangent_of_a_nan_max_is_nan_over_its_slice(torch, zero):
+    """``amax``/``amin`` share a slice's cotangent among the entries equal to its max: where the max
+    is NaN none is, and PyTorch's share is g / 0, NaN for every entry even when g is 0 (``ceil``'s
+    gradient); SymPy folded 0 / count to 0 (random-programs fuzzer, session 25)."""
+    nan = float("nan")
+    results = []
+    for T in (symgrad, torch):
+        x = T.tensor([[nan, 1.0, 1.0], [1.0, 1.0, 2.0]], requires_grad=True)
+        for reduced in (x.amax(0), x.amin(1), x.amax()):
+            (T.ceil(reduced) if zero == "ceil" else reduced * 0.0).sum().backward()
+        results.append(x.grad.numpy())
+    np.testing.assert_array_equal(*results)
+    assert np.isnan(results[0]).sum() == 6

@@ -636,7 +636,9 @@ class ReduceMax(Structural):
         g = p.expand_reduced(g, sx, axes, keepdim)
         if not whole:
             mask = p.assign(equal(x, wide), sx, p.dtype_of(x), "argmax_mask")
-            share = g / p.reduce_sum(mask, axes, True)
+            # unevaluated: a zero cotangent (ceil's) over a slice whose max is NaN (no entry equal
+            # to it) is 0/0, NaN as PyTorch has it; SymPy would fold 0/count to 0
+            share = ieee.unevaluated(lambda a, b: a / b, g, p.reduce_sum(mask, axes, True))
             share = p.assign(share, p.shape_of(share), p.dtype_of(x), "share")
             # not share * mask: XLA rewrites a product with a cast comparison into a select, which
             # drops the NaN that 0 * share is where the share is not finite
