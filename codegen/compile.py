@@ -103,33 +103,47 @@ def compile_program(program: Program) -> CompiledProgram:
 
 
 class ProgramCache:
-    """Structural key -> compiled program, holding at most ``capacity`` (the oldest go first).
+    """Structural key -> compiled program, holding at most ``capacity`` over both paths, the least
+    recently used going first.
 
-    Programs of the fast and the plain path (codegen.speed) are kept apart: a rerolled program,
-    or a replay, must not serve the plain path."""
+    Each compiled program holds XLA's executable, about nine memory mappings of JIT code and data;
+    Linux allows a process 65,530, so a process that compiled a few thousand programs and kept them
+    all crashed in LLVM ("Cannot allocate memory", then a segmentation fault; the random-loops
+    fuzzer, about 7,000 programs in).  Programs of the fast and the plain path (codegen.speed) are
+    kept apart: a rerolled program, or a replay, must not serve the plain path."""
 
-    def __init__(self, capacity: int = 4096):
+    def __init__(self, capacity: int = 1024):
         self._paths = ({}, {})  # plain, fast
         self.capacity = capacity
         self.cleared = 0  # times cleared: a program held elsewhere (symgrad.cycles) is not used past a clear
+        self._clock = 0  # counts uses: a program's ``used`` is the count at its last one
 
     @property
     def _programs(self) -> dict:
         return self._paths[speed.fast]
 
     def find(self, key):
-        """The program for ``key``, or None (a hit is counted)."""
+        """The program for ``key``, or None (a hit is counted, and marks the program used)."""
         compiled = self._paths[speed.fast].get(key)
         if compiled is not None:
             stats.hits += 1
+            self._clock += 1
+            compiled.used = self._clock
         return compiled
 
     def put(self, key, compiled):
-        programs = self._programs
-        if len(programs) >= self.capacity:
-            del programs[next(iter(programs))]
-        programs[key] = compiled
+        while len(self._paths[0]) + len(self._paths[1]) >= self.capacity > 0:
+            self._evict()
+        self._clock += 1
+        compiled.used = self._clock
+        self._programs[key] = compiled
         return compiled
+
+    def _evict(self) -> None:
+        """Forget the least recently used program (a scan: it runs only when one is compiled)."""
+        programs, key = min(((programs, key) for programs in self._paths for key in programs),
+                            key=lambda pair: pair[0][pair[1]].used)
+        del programs[key]
 
     def get(self, key, build):
         """The compiled program for ``key``; ``build()`` makes its Program on a miss."""

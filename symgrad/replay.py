@@ -78,7 +78,7 @@ class Replay:
     """A compiled backward program with the sources of its inputs, the leaves its outputs fill and
     the constants of the Python floats in it with their walk positions (for symgrad.cycles)."""
 
-    __slots__ = ("compiled", "inputs", "pending", "floats", "moving", "aliasable")
+    __slots__ = ("compiled", "inputs", "pending", "floats", "moving", "aliasable", "used")  # used: codegen.compile
 
     def __init__(self, compiled, inputs, pending, floats, moving):
         """``moving``: whether it has indexings whose starts a program may take as inputs."""

@@ -212,3 +212,61 @@ def _tiny_program(scale: float) -> Program:
     x = program.input((3,), "float32", "x")
     program.output(scale * x, (3,), "float32", "scaled")
     return program
+
+
+
+def test_the_cache_forgets_the_least_recently_used_program_of_either_path(monkeypatch):
+    """Each compiled program holds XLA's executable and its memory mappings (Linux allows a process
+    65,530): a process that compiled a few thousand and kept them all crashed in LLVM.  The cache
+    holds ``capacity`` programs over both paths and forgets the one used least recently."""
+    class Entry:
+        pass
+
+    cache = codegen.cache
+    monkeypatch.setattr(cache, "capacity", 3)
+    cache.clear()
+    a, b, c, d, e = (Entry() for _ in range(5))
+    for key, entry in zip("abc", (a, b, c)):
+        cache.put(key, entry)
+    assert cache.find("a") is a  # used again: "b" is now the least recently used
+    cache.put("d", d)
+    assert [cache.find(k) for k in "bcda"] == [None, c, d, a]  # (each find is a use: "c" is the oldest now)
+    with torch.plain_path():
+        cache.put("e", e)
+        assert cache.find("e") is e
+    assert [cache.find(k) for k in "cda"] == [None, d, a]
+
+
+def test_a_program_the_cache_forgot_is_freed(monkeypatch):
+    """Nothing but the cache holds a compiled program (and its executable) once its step is over,
+    and a full cache stays far from Linux's limit of memory mappings."""
+    import gc
+    import os
+    import weakref
+
+    def mappings():
+        with open(f"/proc/{os.getpid()}/maps") as maps:
+            return sum(1 for _ in maps)
+
+    capacity = codegen.cache.capacity
+    monkeypatch.setattr(codegen.cache, "capacity", 4)
+    codegen.cache.clear()
+    gc.collect()
+    before = mappings() if os.path.exists("/proc/self/maps") else None
+    x, compiled = torch.ones(3), []
+    for depth in range(1, 9):  # a structure of its own each time: a program of its own
+        value = x
+        for _ in range(depth):
+            value = value.sin()
+        expected = np.ones(3)
+        for _ in range(depth):
+            expected = np.sin(expected)
+        assert np.allclose(value.numpy(), expected)
+        compiled.append(weakref.ref(max(codegen.cache._paths[1].values(), key=lambda entry: entry.used)))
+        if depth == 4 and before is not None:
+            per_program = (mappings() - before) / 4
+            # a step's program takes up to ~3 times this chain's mappings (9-16 in the random loops)
+            assert capacity * per_program * 4 < 65_530, (capacity, per_program)
+    del value
+    gc.collect()
+    assert [ref() is not None for ref in compiled] == [False] * 4 + [True] * 4
