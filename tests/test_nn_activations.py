@@ -105,6 +105,21 @@ def test_threshold_of_integers_truncates_its_numbers(torch):
             np.testing.assert_array_equal(ours, theirs)
 
 
+
+def test_hardtanh_of_integers_stays_integer(torch):
+    """Was: float32 (random-programs fuzzer, session 25).  PyTorch casts the bounds to the tensor's
+    integer type (truncated) and keeps it, ``relu6`` and the in-place form too."""
+    for dtype in (np.int64, np.int32):
+        x = np.array([-3, -1, 0, 1, 2, 9], dtype)
+        cases = [lambda T, x: F(T).hardtanh(x, 2.0, 2.0), lambda T, x: F(T).hardtanh(x, 0.5, 1.5),
+                 lambda T, x: F(T).hardtanh(x, -1.5, -0.5), lambda T, x: F(T).relu6(x),
+                 lambda T, x: T.nn.Hardtanh(-2, 5)(x), lambda T, x: F(T).hardtanh(x.clone(), inplace=True)]
+        for case in cases:
+            (ours, dtype_ours, _), _ = run(symgrad, case, [x], None)
+            (theirs, dtype_theirs, _), _ = run(torch, case, [x], None)
+            assert dtype_ours == dtype_theirs
+            np.testing.assert_array_equal(ours, theirs)
+
 CHANNELS = np.array([[[-1.0, 0.0, INF], [-0.0, 2.0, -INF], [NAN, -3.0, 0.5]],
                      [[4.0, -0.5, -2.0], [1.0, NAN, 0.0], [-INF, 0.25, -1.0]]])
 PRELU = {

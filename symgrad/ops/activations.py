@@ -186,9 +186,12 @@ def softplus(input, beta=1.0, threshold=20.0):
 
 @HARDTANH.publish(Names(functional=("hardtanh",)))
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """Clamped to ``[min_val, max_val]``; an integer tensor stays integer, its bounds cast to its
+    type (truncated), as PyTorch's kernel casts them."""
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
-    return _maybe_inplace(input, inplace, lambda: apply(HARDTANH, input, float(min_val), float(max_val)))
+    cast = float if input.dtype.is_floating_point else int
+    return _maybe_inplace(input, inplace, lambda: apply(HARDTANH, input, cast(min_val), cast(max_val)))
 
 
 @HARDTANH.publish(Names(functional=("relu6",)))
