@@ -151,10 +151,10 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
                                                     "backward raises IndexError, symgrad's runs (api.md)",
                                                     lambda p: "index_fill" in p.text
                                                     and _raised("index out of range in self")(p)),
-    "batch_norm with an infinite weight": ("PyTorch's kernel computes x * alpha + beta per channel, beta = bias - "
-                                           "mean * alpha: an infinite weight makes the channel NaN (inf - inf); "
-                                           "symgrad's (x - mean) / std * weight + bias is +-inf there (api.md)",
-                                           lambda p: "batch_norm" in p.text and "inf" in p.text),
+    "batch_norm and group_norm with an infinite weight": (
+        "PyTorch's kernels compute x * alpha + beta per channel, beta = bias - mean * alpha: an infinite weight "
+        "makes the channel NaN (inf - inf); symgrad's (x - mean) / std * weight + bias is +-inf there (api.md)",
+        lambda p: ("batch_norm" in p.text or "group_norm" in p.text) and "inf" in p.text),
     "BCE of a computed input outside [0, 1]": ("binary_cross_entropy checks its input's and target's range only "
                                                "where the values are computed already (api.md: the check would "
                                                "cost a device sync per call); after an op the loss is NaN where "
