@@ -94,6 +94,22 @@ def test_in_place_variants(torch):
         np.testing.assert_allclose(a, b, rtol=2e-6, equal_nan=True)
 
 
+
+def test_addcmul_of_integers_truncates_its_factor(torch):
+    """Was: float32 with the factor kept whole (random-programs fuzzer, session 25).  PyTorch casts
+    ``value`` to an integer result's type; a float tensor among the three keeps it whole."""
+    def run(T):
+        a = T.tensor([1, 2, -3])
+        results = []
+        for value in (2.0, 2.5, -1.5, 0.0, True):
+            written = a.clone()
+            written.addcmul_(a, a, value=value)
+            results += [T.addcmul(a, a, a, value=value), written]
+        results.append(T.addcmul(a.float(), a, a, value=2.5))
+        return [(str(r.dtype), r.tolist()) for r in results]
+
+    assert run(symgrad) == run(torch)
+
 def test_boolean_tests_and_operators(torch):
     def run(T):
         x = T.tensor(EDGES)

@@ -197,6 +197,8 @@ def _fused(name, grad_fn, form, refuse=None):
 
     @op.publish(Names(function=(name,), method=(name,), inplace=(f"{name}_",)))
     def function(input, tensor1, tensor2, *, value=1):
+        if not any(isinstance(t, Tensor) and t.dtype.is_floating_point for t in (input, tensor1, tensor2)):
+            value = int(value)  # PyTorch casts the factor to an integer result's type (truncated)
         return apply(op, input, tensor1, tensor2, value)
 
     function.__name__ = function.__qualname__ = name
