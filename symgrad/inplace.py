@@ -182,8 +182,8 @@ def apply_inplace(tensor: Tensor, name: str, compute, operands=()) -> Tensor:
     result = result._node
     if result.dtype is not node.dtype:
         if result.dtype.category > node.dtype.category:
-            raise RuntimeError(f"result type {result.dtype} can't be cast to the desired output type "
-                               f"{node.dtype} [{name} on shape {tuple(node.shape)}]")
+            raise RuntimeError(f"result type {dtypes.torch_name(result.dtype)} can't be cast to the desired output "
+                               f"type {dtypes.torch_name(node.dtype)} [{name} on shape {tuple(node.shape)}]")
         result = to_dtype(Tensor(result), node.dtype)._node
     if result.shape != node.shape:
         raise RuntimeError(f"output with shape {list(node.shape)} doesn't match the broadcast shape "

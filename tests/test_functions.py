@@ -110,6 +110,30 @@ def test_addcmul_of_integers_truncates_its_factor(torch):
 
     assert run(symgrad) == run(torch)
 
+
+def test_integer_tensors_refuse_what_pytorchs_kernels_refuse(torch):
+    """Was: computed in float32 (a survey after the fuzzer's addcmul).  A float ``alpha`` for an
+    integer result, a bool ``alpha`` for a non-bool one, ``lerp`` of integers, and an in-place
+    float result into an integer tensor raise as in PyTorch, with its words."""
+    def run(T):
+        a, f = T.tensor([1, 2]), T.tensor([1.0, 2.0])
+        calls = [lambda: T.add(a, a, alpha=1.0), lambda: a.clone().sub_(a, alpha=1.5),
+                 lambda: T.add(a, a, alpha=True), lambda: T.lerp(a, a, 0.5), lambda: T.lerp(a, a, a),
+                 lambda: a.clone().add_(2.5), lambda: T.add(a, 2.5, alpha=2.0), lambda: T.sub(f, a, alpha=1.5),
+                 lambda: T.add(a, a, alpha=3), lambda: T.add(a.bool(), a.bool(), alpha=True)]
+        results = []
+        for call in calls:
+            try:
+                r = call()
+                results.append((str(r.dtype), r.tolist()))
+            except Exception as error:  # noqa: BLE001  (the class and the words are compared)
+                results.append((type(error).__name__, str(error).split(" [")[0]))
+        return results
+
+    ours, theirs = run(symgrad), run(torch)
+    assert [r[0] for r in theirs[:6]] == ["RuntimeError"] * 3 + ["NotImplementedError"] * 2 + ["RuntimeError"]
+    assert ours == theirs
+
 def test_boolean_tests_and_operators(torch):
     def run(T):
         x = T.tensor(EDGES)

@@ -14,7 +14,7 @@ from symgrad.ir.functions import floor_divide as _floor_divide
 from symgrad.ir.refused import Underivable
 from symgrad.nodes import CONST, priority
 from symgrad.ops.registry import Example, Names, Op, register
-from symgrad.tensor import apply
+from symgrad.tensor import Tensor, apply
 
 UNARY = (Example(((3, 4),)), Example(((),)), Example(((7,),)))
 BINARY = (Example(((3, 4), (3, 4))), Example(((3, 4), (4,))), Example(((2, 1, 3), (4, 1))),
@@ -209,12 +209,22 @@ LOGSIGMOID = elementwise("log_sigmoid", "LogSigmoidBackward0", lambda a: -ir.sof
 
 @ADD.publish(Names(function=("add",), method=("add", "__add__", "__radd__"), inplace=("add_", "__iadd__")))
 def add(input, other, alpha=1):
-    return apply(ADD, input, other if alpha == 1 else apply(MUL, other, alpha))
+    return apply(ADD, input, other if alpha.__class__ is int and alpha == 1 else _scaled(input, other, alpha))
 
 
 @SUB.publish(Names(function=("sub",), method=("sub", "__sub__"), inplace=("sub_", "__isub__")))
 def sub(input, other, alpha=1):
-    return apply(SUB, input, other if alpha == 1 else apply(MUL, other, alpha))
+    return apply(SUB, input, other if alpha.__class__ is int and alpha == 1 else _scaled(input, other, alpha))
+
+
+def _scaled(input, other, alpha):
+    """``alpha * other``, with PyTorch's checks of ``alpha`` against the result's kind."""
+    floating = any(isinstance(t, float) or isinstance(t, Tensor) and t.dtype.is_floating_point for t in (input, other))
+    if isinstance(alpha, float) and not floating:
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    if isinstance(alpha, bool) and not all(isinstance(t, Tensor) and t.dtype is dtypes.bool_ for t in (input, other)):
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    return other if alpha == 1 else apply(MUL, other, alpha)
 
 
 @MUL.publish(Names(function=("mul",), method=("mul", "__mul__", "__rmul__"), inplace=("mul_", "__imul__")))

@@ -172,6 +172,9 @@ def _lerp(a, b, w):
 
 def _refuse_lerp_dtypes(nodes):
     start = nodes[0]
+    if not start.dtype.is_floating_point:  # PyTorch's kernels interpolate floats only
+        kernel = "lerp_kernel_scalar" if nodes[2].op is CONST else "lerp_kernel_tensor"
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{dtypes.torch_name(start.dtype)}\'')
     for node, role in zip(nodes[1:], ("end", "weight")):
         if node.op is not CONST and node.dtype is not start.dtype and (role == "end" or node.shape):
             # a 0-d weight is taken as a number, whatever its dtype (PyTorch's)
