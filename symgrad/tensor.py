@@ -20,6 +20,7 @@ from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import inference_active, is_grad_enabled
 from symgrad.nodes import (LEAF, Node, RefusedHistory, check_history, combine, grad_fn_of, lazy_leaf, leaf, outlived, scalar,
                            aside, set_aside)
+from symgrad.host_reads import host_array
 from symgrad.uploads import from_host
 
 
@@ -209,19 +210,19 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         if self._node.requires_grad:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        return np.array(self._value())
+        return np.array(host_array(self._node))
 
     def __array__(self, dtype=None, copy=None):
-        array = np.asarray(self._value())
+        array = host_array(self._node)
         return array.astype(dtype) if dtype is not None else array
 
     def item(self):
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
-        return np.asarray(self._value()).reshape(()).item()
+        return host_array(self._node).reshape(()).item()
 
     def tolist(self):
-        return np.asarray(self._value()).tolist()
+        return host_array(self._node).tolist()
 
     def __float__(self):
         return float(self.item())
@@ -251,7 +252,7 @@ class Tensor:
         else:
             grad_fn = grad_fn_of(node)
             name = type(grad_fn).__name__ if grad_fn is not None else None
-        return format_tensor(np.asarray(self._value()), node.dtype, grad_fn=name, requires_grad=node.requires_grad)
+        return format_tensor(host_array(node), node.dtype, grad_fn=name, requires_grad=node.requires_grad)
 
     __str__ = __repr__
 
