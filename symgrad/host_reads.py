@@ -13,14 +13,12 @@ import time
 
 import numpy as np
 
-from symgrad import engine
-
 SPIN_SECONDS = 50e-6  # about a small program and a worker's wake-up; a long program is slept on
 
 
-def host_array(node) -> np.ndarray:
-    """The node's values as a NumPy array (a view of XLA's buffer: copy it to keep it)."""
-    value = engine.array(node)
+def host_array(value) -> np.ndarray:
+    """A tensor's array (``Tensor._value()``) as a NumPy array (a view of XLA's buffer: copy it
+    to keep it)."""
     ready = getattr(value, "is_ready", None)
     if ready is not None and not ready():
         deadline = time.perf_counter() + SPIN_SECONDS

@@ -210,19 +210,19 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         if self._node.requires_grad:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        return np.array(host_array(self._node))
+        return np.array(host_array(self._value()))
 
     def __array__(self, dtype=None, copy=None):
-        array = host_array(self._node)
+        array = host_array(self._value())
         return array.astype(dtype) if dtype is not None else array
 
     def item(self):
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
-        return host_array(self._node).reshape(()).item()
+        return host_array(self._value()).reshape(()).item()
 
     def tolist(self):
-        return host_array(self._node).tolist()
+        return host_array(self._value()).tolist()
 
     def __float__(self):
         return float(self.item())
@@ -252,7 +252,7 @@ class Tensor:
         else:
             grad_fn = grad_fn_of(node)
             name = type(grad_fn).__name__ if grad_fn is not None else None
-        return format_tensor(host_array(node), node.dtype, grad_fn=name, requires_grad=node.requires_grad)
+        return format_tensor(host_array(self._value()), node.dtype, grad_fn=name, requires_grad=node.requires_grad)
 
     __str__ = __repr__
 

@@ -2,8 +2,6 @@
 (symgrad.host_reads): the values are the program's, a long program is waited for, and a spin
 never outlasts its budget."""
 import time
-from types import SimpleNamespace
-
 import numpy as np
 
 import symgrad
@@ -28,7 +26,7 @@ def test_the_spin_ends_at_its_budget(monkeypatch):
     monkeypatch.setattr(host_reads, "SPIN_SECONDS", 2e-3)
     value = NeverReady()
     start = time.perf_counter()
-    array = host_reads.host_array(SimpleNamespace(value=value))
+    array = host_reads.host_array(value)
     waited = time.perf_counter() - start
     assert array.tolist() == [0.0, 1.0, 2.0]
     assert value.asked > 1 and 2e-3 <= waited < 0.5
