@@ -19,6 +19,7 @@ import contextlib
 import warnings
 
 import numpy as np
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -281,14 +282,23 @@ def test_random_loops_agree_with_pytorch(torch, loop, seed):
                           + f", arrays of seed {seed}:\n\n{source}\n\n" + "\n".join(problems))
 
 
-def test_the_loops_written_here_replay(torch):
-    """The fuzzer's loops reach what it is for: the simplest one it writes replays on the fast path."""
+@pytest.mark.parametrize("read", ["", READS["count"][0], READS["loss"][0], READS["kept accuracy"][0]])
+def test_the_loops_written_here_replay(torch, read):
+    """The fuzzer's loops reach what it is for: the simplest one it writes replays on the fast path,
+    and still does with a read where tutorials read (a read that made its step fall off the trace
+    gave right values, so only this count shows it)."""
     simplest = "\n".join(["params = [T.tensor(a, requires_grad=True) for a in (W1[:, :3], B2)]",
                           "def model(x): return T.tanh(x @ params[0] + params[1])", "lr = 0.05", "kept = []",
-                          f"for i in range({STEPS}):", "    out = model(x)", "    loss = F.mse_loss(out, y)",
-                          "    loss.backward()", "    with T.no_grad():", "        for p in params: p -= lr * p.grad",
-                          "    for p in params:", "        if p.grad is not None: p.grad.zero_()",
-                          "for j, p in enumerate(params): seen(f'parameter {j}', p)"])
+                          f"for i in range({STEPS}):", "    out = model(x)", "    loss = F.mse_loss(out, y)"]
+                         + ([f"    {read}"] if read and READS_BEFORE[read] else [])
+                         + ["    loss.backward()"] + ([f"    {read}"] if read and not READS_BEFORE[read] else [])
+                         + ["    with T.no_grad():", "        for p in params: p -= lr * p.grad",
+                            "    for p in params:", "        if p.grad is not None: p.grad.zero_()",
+                            "for j, value in enumerate(kept): seen(f'kept {j}', value)",
+                            "for j, p in enumerate(params): seen(f'parameter {j}', p)"])
     problems, replayed, error = loop_differences(simplest, False, 0, torch)
     assert not problems and error is None
     assert replayed > STEPS // 2 if speed.fast else replayed == 0
+
+
+READS_BEFORE = {line: early for line, early in READS.values()}
