@@ -106,7 +106,7 @@ class ProgramCache:
     """Structural key -> compiled program, holding at most ``capacity`` over both paths, the least
     recently used going first.
 
-    Each compiled program holds XLA's executable, about nine memory mappings of JIT code and data;
+    Each compiled program holds XLA's executable, 5 to 16 memory mappings of JIT code and data;
     Linux allows a process 65,530, so a process that compiled a few thousand programs and kept them
     all crashed in LLVM ("Cannot allocate memory", then a segmentation fault; the random-loops
     fuzzer, about 7,000 programs in).  Programs of the fast and the plain path (codegen.speed) are
