@@ -134,6 +134,21 @@ def test_integer_tensors_refuse_what_pytorchs_kernels_refuse(torch):
     assert [r[0] for r in theirs[:6]] == ["RuntimeError"] * 3 + ["NotImplementedError"] * 2 + ["RuntimeError"]
     assert ours == theirs
 
+
+def test_a_bool_result_takes_alpha_as_a_bool(torch):
+    """Was: ``add(bool, bool, alpha=2)`` gave int64 ``a + 2 * b`` where PyTorch casts alpha to the
+    bool result's type (``a or b``; alpha 0 leaves ``a``)."""
+    def run(T):
+        a, b = T.tensor([True, False, True, False]), T.tensor([True, True, False, False])
+        results = [T.add(a, b, alpha=alpha) for alpha in (0, 2, -1, False)]
+        results += [T.add(a, True, alpha=2), T.add(a, False, alpha=3), a.clone().add_(b, alpha=0),
+                    T.add(a, T.tensor([1, 2, 3, 4]), alpha=2)]
+        return [(str(r.dtype), r.tolist()) for r in results]
+
+    ours, theirs = run(symgrad), run(torch)
+    assert theirs[1] == ("torch.bool", [True, True, True, False])
+    assert ours == theirs
+
 def test_boolean_tests_and_operators(torch):
     def run(T):
         x = T.tensor(EDGES)

@@ -116,10 +116,28 @@ def test_round_to_decimals_as_function_method_and_in_place(torch):
 
 
 @pytest.mark.parametrize("fn", [lambda t: t.tensor([1]) // 0, lambda t: t.tensor([1]) // t.tensor([0]),
-                                lambda t: t.tensor([True]) // t.tensor([True])])
+                                lambda t: t.tensor([True]) // t.tensor([True]),
+                                # were: 0 (XLA's integer remainder by zero), and remainder_ wrote it
+                                lambda t: t.tensor([1, 2]) % 0, lambda t: t.tensor([4, 5]) % t.tensor([1, 0]),
+                                lambda t: 5 % t.tensor([0, 1]), lambda t: t.remainder(t.tensor(True), t.tensor(0)),
+                                lambda t: t.tensor([3]).remainder_(0)])
 def test_floor_divide_errors(fn, torch):
     with pytest.raises(Exception) as ours:
         fn(symgrad)
     with pytest.raises(Exception) as theirs:
         fn(torch)
     assert (type(ours.value), str(ours.value)) == (type(theirs.value), str(theirs.value))
+
+
+def test_an_integer_remainder_by_zero_leaves_its_tensor_as_it_was(torch):
+    """The refused ``remainder_`` wrote nothing (it wrote the zeros XLA computes).  PyTorch's loop
+    writes the elements before the zero and then raises; ours is the tensor as it was."""
+    def run(T):
+        a = T.tensor([7, -7])
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            a.remainder_(T.tensor([2, 0]))
+        return a.tolist(), (T.tensor([7.0, -7.0]) % 0).tolist()
+
+    ours, theirs = run(symgrad), run(torch)
+    assert ours[0] == [7, -7] and theirs[0] == [1, -7]
+    assert np.isnan(ours[1]).all() and np.isnan(theirs[1]).all()

@@ -222,8 +222,11 @@ def _scaled(input, other, alpha):
     floating = any(isinstance(t, float) or isinstance(t, Tensor) and t.dtype.is_floating_point for t in (input, other))
     if isinstance(alpha, float) and not floating:
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
-    if isinstance(alpha, bool) and not all(isinstance(t, Tensor) and t.dtype is dtypes.bool_ for t in (input, other)):
+    boolean = all(t.__class__ is bool or isinstance(t, Tensor) and t.dtype is dtypes.bool_ for t in (input, other))
+    if isinstance(alpha, bool) and not boolean:
         raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if boolean:  # a bool result takes alpha as a bool (``a + 2 * b`` is ``a or b``)
+        alpha = bool(alpha)
     return other if alpha == 1 else apply(MUL, other, alpha)
 
 
@@ -256,10 +259,14 @@ FLOOR_DIVIDE = register(Op("floor_divide", "NotImplemented", _infer_floor_divide
 @FLOOR_DIVIDE.publish(Names(function=("floor_divide",), method=("floor_divide", "__floordiv__"),
                             reflected=("__rfloordiv__",), inplace=("floor_divide_", "__ifloordiv__")))
 def floor_divide(input, other):
-    """An integer division by zero raises PyTorch's error (floats give inf or NaN)."""
-    result = apply(FLOOR_DIVIDE, input, other)
+    return refuse_integer_zero_division(apply(FLOOR_DIVIDE, input, other), other)
+
+
+def refuse_integer_zero_division(result, divisor):
+    """``result``, unless it is an integer division (``//``, ``%``) by a zero somewhere in
+    ``divisor``: PyTorch's error then (a float division gives inf or NaN)."""
     if not result.dtype.is_floating_point:
-        divisor = engine.concrete_array(other._node) if hasattr(other, "_node") else other
+        divisor = engine.concrete_array(divisor._node) if hasattr(divisor, "_node") else divisor
         if divisor is not None and (jnp.asarray(divisor) == 0).any():
             raise RuntimeError("ZeroDivisionError")
     return result

@@ -15,7 +15,8 @@ from symgrad import dtypes, ir
 from symgrad.ir import ieee
 from symgrad.ir.refused import Underivable
 from symgrad.nodes import CONST
-from symgrad.ops.elementwise import BINARY, elementwise, infer_elementwise, public_names, refuse_kernel
+from symgrad.ops.elementwise import (BINARY, elementwise, infer_elementwise, public_names, refuse_integer_zero_division,
+                                     refuse_kernel)
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import Tensor, apply
 
@@ -120,7 +121,9 @@ REMAINDER_OF_NUMBER = register(Op("remainder_of_number", "NotImplemented", REMAI
 @REMAINDER.publish(Names(function=("remainder",), method=("remainder", "__mod__"), reflected=("__rmod__",),
                          inplace=("remainder_", "__imod__")))
 def remainder(input, other):
-    return apply(REMAINDER if isinstance(input, Tensor) else REMAINDER_OF_NUMBER, input, other)
+    """An integer remainder by zero raises PyTorch's error (a float one is NaN)."""
+    return refuse_integer_zero_division(apply(REMAINDER if isinstance(input, Tensor) else REMAINDER_OF_NUMBER,
+                                              input, other), other)
 
 
 def _clamp_name(nodes):
