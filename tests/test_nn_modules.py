@@ -104,6 +104,20 @@ def test_cross_entropy_and_nll_modules(torch):
     np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-5, atol=1e-7)
 
 
+def test_a_module_list_prints_runs_of_equal_modules_once(torch):
+    def lists(T):
+        nn = T.nn
+        yield nn.ModuleList()
+        yield nn.ModuleList([nn.ReLU()])
+        yield nn.ModuleList([nn.ReLU(), nn.Tanh(), nn.ReLU(), nn.ReLU()])
+        yield nn.ModuleList([nn.Sequential(nn.Linear(1, 1), nn.ReLU()) for _ in range(3)] + [nn.Linear(1, 2)])
+        yield nn.Sequential(nn.ModuleList([nn.Linear(2, 2) for _ in range(2)]), nn.Linear(2, 2))
+
+    ours, theirs = [repr(m) for m in lists(symgrad)], [repr(m) for m in lists(torch)]
+    assert ours == theirs
+    assert "(0-2): 3 x Sequential(" in ours[3]
+
+
 def test_load_state_dict_errors_list_everything_and_change_nothing(torch):
     reference = mlp(torch)
     ours = copied(torch, reference)
@@ -124,6 +138,29 @@ def test_load_state_dict_errors_list_everything_and_change_nothing(torch):
     assert messages[1] == messages[3]
     for key, value in ours.state_dict().items():
         np.testing.assert_array_equal(value.numpy(), before[key])
+
+
+def test_a_batch_norm_count_missing_from_an_older_layout_keeps_the_modules_own(torch):
+    """PyTorch's layout 1 of batch norm had no ``num_batches_tracked``: a dict without layout
+    versions (built by hand) or of version 1 loads without it, keeping the module's count;
+    a dict of layout 2 that lacks it is refused."""
+    outcomes = []
+    for T in (symgrad, torch):
+        model = T.nn.Sequential(T.nn.Linear(2, 2), T.nn.BatchNorm1d(2))
+        model[1].num_batches_tracked.fill_(5)
+        plain = {k: v.clone() for k, v in model.state_dict().items() if "num_batches" not in k}
+        plain["1.running_mean"] = T.tensor([1.0, 2.0])
+        result = model.load_state_dict(plain)
+        versioned = model.state_dict()
+        del versioned["1.num_batches_tracked"]
+        with pytest.raises(RuntimeError) as error:
+            model.load_state_dict(versioned)
+        versioned._metadata["1"]["version"] = 1
+        older = model.load_state_dict(versioned, strict=False)
+        outcomes.append((repr(result), str(error.value), list(older.missing_keys), model[1].num_batches_tracked.item(),
+                         model[1].running_mean.tolist()))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][3] == 5 and outcomes[0][4] == [1.0, 2.0]
 
 
 def test_registration_modes_hooks_and_buffers(torch):

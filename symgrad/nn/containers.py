@@ -86,6 +86,21 @@ class ModuleList(Module):
     def __iadd__(self, modules) -> "ModuleList":
         return self.extend(modules)
 
+    def __repr__(self):
+        """PyTorch's: a run of equal modules prints once, as ``(2-4): 3 x Linear(...)``."""
+        runs = []  # [first index, last index, text]
+        for i, module in enumerate(self):
+            text = repr(module)
+            if runs and runs[-1][2] == text:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, text])
+        if not runs:
+            return f"{type(self).__name__}()"
+        lines = [f"({first}): {text}" if first == last else f"({first}-{last}): {last - first + 1} x {text}"
+                 for first, last, text in runs]
+        return f"{type(self).__name__}(\n  " + "\n  ".join(line.replace("\n", "\n  ") for line in lines) + "\n)"
+
     def append(self, module: Module) -> "ModuleList":
         self.add_module(str(len(self)), module)
         return self

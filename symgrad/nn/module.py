@@ -289,7 +289,11 @@ class Module:
         """Copy values in by name.  Every check runs before anything is copied, so a refused
         dict leaves the module as it was (PyTorch's errors, all listed at once)."""
         own = self.state_dict(keep_vars=True)
-        missing = [k for k in own if k not in state_dict]
+        versions = getattr(state_dict, "_metadata", None) or {}
+        older = {key for name, module in self.named_modules()
+                 for key in module._missing_from_older_layout(name + "." if name else "",
+                                                             versions.get(name, {}).get("version"))}
+        missing = [k for k in own if k not in state_dict and k not in older]
         unexpected = [k for k in state_dict if k not in own]
         errors = []
         if strict:
@@ -313,6 +317,11 @@ class Module:
                 if key in state_dict:
                     _load_one(self, key, target, state_dict[key], assign)
         return _IncompatibleKeys(missing, unexpected)
+
+    def _missing_from_older_layout(self, prefix: str, version) -> tuple:
+        """Keys a state_dict of an older layout ``version`` (None: a dict without ``_metadata``)
+        lacks, which ``load_state_dict`` leaves as they are instead of calling them missing."""
+        return ()
 
     def to(self, *args, **kwargs) -> "Module":
         """Moves and casts parameters and buffers in place, as PyTorch (``.to(dtype)``, ``.to(device)``)."""

@@ -65,6 +65,10 @@ class _BatchNorm(Module):
             for name in ("running_mean", "running_var", "num_batches_tracked"):
                 self.register_buffer(name, None)
 
+    def _missing_from_older_layout(self, prefix: str, version) -> tuple:
+        """Layout 1 had no ``num_batches_tracked``: PyTorch keeps the module's own count."""
+        return (prefix + "num_batches_tracked",) if (version is None or version < 2) and self.track_running_stats else ()
+
     def forward(self, input):
         if input.dim() not in self.expected_dims:
             raise ValueError(f"expected {' or '.join(f'{d}D' for d in self.expected_dims)} input "
