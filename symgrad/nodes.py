@@ -333,8 +333,51 @@ class BackwardFunction:
 
     @property
     def next_functions(self):
-        return tuple((grad_fn_of(n) if not n.is_leaf else (AccumulateGrad(n) if n.requires_grad else None), 0)
-                     for n in self._node.inputs)
+        shown = self._node.op.shown_inputs
+        return _next_functions(self._node.inputs if shown is None else shown(self._node.inputs))
+
+
+def _next_functions(inputs) -> tuple:
+    return tuple((n.grad_fn() if n.__class__ is Folded else
+                  grad_fn_of(n) if not n.is_leaf else AccumulateGrad(n) if n.requires_grad else None, 0)
+                 for n in inputs)
+
+
+class Folded:
+    """A node PyTorch records that symgrad folds into its consumer (the ``TBackward0`` of the
+    weight under ``nn.Linear``'s ``AddmmBackward0``), shown in ``next_functions`` as PyTorch shows it."""
+
+    def __init__(self, name: str, inputs: tuple):
+        self.name, self.inputs = name, inputs
+
+    @property
+    def requires_grad(self) -> bool:
+        return any(n.requires_grad for n in self.inputs)
+
+    def grad_fn(self):
+        """PyTorch's node, or None where none of its inputs requires grad (PyTorch records none)."""
+        if not self.requires_grad:
+            return None
+        cls = _folded_classes.get(self.name)
+        if cls is None:
+            cls = _folded_classes[self.name] = type(self.name, (FoldedBackward,), {})
+        return cls(self.inputs)
+
+
+_folded_classes: dict[str, type] = {}
+
+
+class FoldedBackward:
+    """What ``next_functions`` gives for a ``Folded`` node: its name, and its own inputs' functions."""
+
+    def __init__(self, inputs: tuple):
+        self.next_functions = _next_functions(inputs)
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self):
+        return f"<{type(self).__name__} object at {id(self):#x}>"
 
 
 class AccumulateGrad:

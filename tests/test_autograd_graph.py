@@ -19,6 +19,35 @@ def test_next_functions_reach_accumulate_grad_nodes(torch):
         assert accumulate.name() == "torch::autograd::AccumulateGrad" and accumulate.next_functions == ()
 
 
+def _graph(grad_fn):
+    """``grad_fn``'s name and its next functions', recursively (None where PyTorch has none)."""
+    if grad_fn is None:
+        return None
+    name = grad_fn.name().replace("torch::autograd::", "")
+    return (name, [_graph(f) for f, _ in grad_fn.next_functions]) if grad_fn.next_functions else name
+
+
+def test_linear_and_matmul_show_pytorchs_nodes_in_next_functions(torch):
+    """nn.Linear's AddmmBackward0 lists (bias, input, TBackward0 of the weight) as PyTorch's;
+    a matmul of a vector or a batch by a matrix shows the mm/mv and view PyTorch records
+    between the result's view and the operands."""
+    graphs = []
+    for T in (symgrad, torch):
+        T.manual_seed(0)
+        w, b = T.ones(2, 3, requires_grad=True), T.ones(2, requires_grad=True)
+        found = [_graph(T.nn.Linear(3, 2)(T.ones(4, 3)).grad_fn)]
+        for shape in ((4, 3), (3,), (5, 4, 3)):
+            for x in (T.ones(*shape), T.ones(*shape, requires_grad=True)):
+                found += [_graph(T.nn.functional.linear(x, w, b).grad_fn), _graph(T.nn.functional.linear(x, w).grad_fn)]
+        for left, right in (((5,), (5, 3)), ((2, 4, 5), (5, 3)), ((2, 4, 5), (5,)), ((3, 2, 4, 5), (3, 2, 5, 2))):
+            for wanted in ((True, True), (False, True), (True, False)):
+                a, c = (T.ones(*s, requires_grad=g) for s, g in zip((left, right), wanted))
+                found.append(_graph((a @ c).grad_fn))
+        graphs.append(found)
+    assert graphs[0] == graphs[1]
+    assert graphs[0][0] == ("AddmmBackward0", ["AccumulateGrad", None, ("TBackward0", ["AccumulateGrad"])])
+
+
 CONSUMERS = {
     "pow": lambda x, y: (x ** 3).sum(), "mul": lambda x, y: (x * y).sum(), "x*x": lambda x, y: (x * x).sum(),
     "exp": lambda x, y: x.exp().sum(), "tanh": lambda x, y: x.tanh().sum(), "sigmoid": lambda x, y: x.sigmoid().sum(),

@@ -15,7 +15,7 @@ from symgrad import dtypes, engine
 from symgrad.ir import broadcast_shapes, ieee, matmul_shape
 from symgrad.ir.linalg import (LETTERS, Cholesky, Det, Einsum, Eigh, Inverse, Qr, SlogDet, Solve, Svd, einsum_sizes,
                                emit, label_name, triangular_solve)
-from symgrad.nodes import leaf
+from symgrad.nodes import Folded, leaf
 from symgrad.ops.dims import dim_index
 from symgrad.ops.elementwise import where
 from symgrad.ops.registry import Example, Names, Op, register
@@ -42,7 +42,22 @@ def _grad_fn(nodes):
     return "CloneBackward0" if expanded else "UnsafeViewBackward0"
 
 
-MATMUL = register(Op("matmul", _grad_fn, _infer, lambda p, node, a, b: p.matmul(a, b),
+def _shown_inputs(inputs):
+    """PyTorch's matmul of a vector by a matrix, or of a batch by a matrix or a vector, records a
+    view of the first operand and an ``mm`` (``mv``) under the result's view, and of two batches
+    alike a ``bmm`` of their views; a broadcast batch is shown as one node."""
+    a, b = inputs
+    ranks = len(a.shape), len(b.shape)
+    if ranks == (1, 2):
+        return (Folded("MmBackward0", (Folded("UnsqueezeBackward0", (a,)), b)),)
+    if ranks[0] >= 3 and ranks[1] <= 2:
+        return (Folded("MvBackward0" if ranks[1] == 1 else "MmBackward0", (Folded("ViewBackward0", (a,)), b)),)
+    if ranks[0] == ranks[1] >= 3 and a.shape[:-2] == b.shape[:-2]:
+        return (Folded("BmmBackward0", tuple(Folded("ViewBackward0", (Folded("ExpandBackward0", (x,)),)) for x in inputs)),)
+    return inputs
+
+
+MATMUL = register(Op("matmul", _grad_fn, _infer, lambda p, node, a, b: p.matmul(a, b), shown_inputs=_shown_inputs,
                      reference=jnp.matmul, torch_fn=lambda t, a, b: t.matmul(a, b),
                      examples=(Example(((5,), (5, 3))), Example(((4, 5), (5, 3))), Example(((4, 5), (5,))),
                                Example(((5,), (5,))), Example(((2, 4, 5), (5, 3))),
@@ -87,6 +102,7 @@ def _build_linear(p, node, x, weight, bias):
 
 
 LINEAR = register(Op("linear", "AddmmBackward0", _infer_linear, _build_linear,
+                     shown_inputs=lambda inputs: (inputs[2], inputs[0], Folded("TBackward0", (inputs[1],))),
                      reference=lambda x, w, b: x @ w.T + b, torch_fn=lambda t, x, w, b: t.nn.functional.linear(x, w, b),
                      examples=(Example(((2, 4), (3, 4), (3,))), Example(((5, 2), (1, 2), (1,))))))
 

@@ -55,6 +55,9 @@ class Op:
     selects: bool = False  # its result's elements are elements of its first input (as a view's are)
     starts: Any = None  # its integer attributes a program may take as inputs (ops.shape.MovingStarts)
     public: list = field(default_factory=list)  # (function, Names) pairs
+    # its inputs as PyTorch's ``grad_fn.next_functions`` shows them, where its order differs or PyTorch
+    # records a node symgrad folds in (``nodes.Folded``); None: the node's inputs as they are
+    shown_inputs: Callable | None = None
 
     def __repr__(self):
         return f"<op {self.name}>"
