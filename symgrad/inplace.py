@@ -13,7 +13,8 @@ from symgrad import dtypes
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad.kinds import exactly
-from symgrad.nodes import LEAF, Node, constant, lazy_leaf, not_aside, refuse_history
+from symgrad.nodes import (LEAF, NO_GRAD_VIEW_REBASED, Node, RefusedHistory, constant, lazy_leaf, not_aside,
+                           piece_refusal, refuse_history)
 from symgrad.ops.elementwise import FILL, KEEP_HISTORY
 from symgrad.ops.shape import COPY_OVER, copy, expand, to_dtype
 from symgrad.ops.views import VIEW_OF, WRITE_BACK
@@ -90,16 +91,29 @@ def _refresh(member: Tensor, replaced: bool) -> None:
     if step in (DETACH, DATA):
         new = _values(old, lazy_leaf(parent._node))
     else:
-        previous, _grad_state.enabled = _grad_state.enabled, made_with_grad
+        refused = _refused(parent._node)
+        # a view made without grad whose base now has history under grad mode: PyTorch's requires grad, and refuses
+        # its history (as does a view made of it)
+        rebased = (not made_with_grad and _grad_state.enabled and parent._node.requires_grad) or refused
+        previous, _grad_state.enabled = _grad_state.enabled, made_with_grad and not refused
         try:
             new = record(VIEW_OF, (parent._node,), step)
         finally:
             _grad_state.enabled = previous
-        if step[0].name == "piece" and new.requires_grad:
-            refuse_history(new, step[1])
+        if rebased:
+            new = Node(VIEW_OF, (parent._node,), step, new.shape, new.dtype, True)
+            refuse_history(new, refused or NO_GRAD_VIEW_REBASED)
+        elif step[0].name == "piece" and new.requires_grad:
+            refuse_history(new, piece_refusal(step[1]))
     if replaced:
         mark(member._storage, old, new)
     member._rebind(new)
+
+
+def _refused(node: Node) -> str | None:
+    """Why ``node``'s history is refused, if it is."""
+    refusal = node.grad_fn_object
+    return refusal.args[0] if refusal.__class__ is RefusedHistory else None
 
 
 def check_writable(tensor: Tensor, name: str, alike: bool = False) -> None:

@@ -400,16 +400,27 @@ class RefusedHistory(RuntimeError):
     PyTorch's ``RuntimeError`` (``check_history``)."""
 
 
-def refuse_history(node: Node, piece_attrs) -> None:
-    """``node``, a piece of split/unbind made again after its base was written: its ``grad_fn`` and any
-    op recording history from it raise PyTorch's error.  Without a kind it reaches ``record``'s slow
-    path, the one place that checks (symgrad.tensor)."""
-    fn = piece_attrs[3].removesuffix("Backward0")
+def refuse_history(node: Node, message: str) -> None:
+    """``node``, a view made again after its base was written where PyTorch then refuses its history:
+    its ``grad_fn`` and any op recording history from it raise PyTorch's error (``message``).  Without a
+    kind it reaches ``record``'s slow path, the one place that checks (symgrad.tensor)."""
     node.kind = None
-    node.grad_fn_object = RefusedHistory(
-        f"Output {piece_attrs[2]} of {fn} is a view and its base or another view of its base has been modified "
-        f"inplace. This view is the output of a function that returns multiple views. Such functions do not allow "
-        f"the output views to be modified inplace. You should replace the inplace operation by an out-of-place one.")
+    node.grad_fn_object = RefusedHistory(message)
+
+
+def piece_refusal(piece_attrs) -> str:
+    """Why a piece of split/unbind whose base was written has no history."""
+    fn = piece_attrs[3].removesuffix("Backward0")
+    return (f"Output {piece_attrs[2]} of {fn} is a view and its base or another view of its base has been modified "
+            f"inplace. This view is the output of a function that returns multiple views. Such functions do not allow "
+            f"the output views to be modified inplace. You should replace the inplace operation by an out-of-place one.")
+
+
+NO_GRAD_VIEW_REBASED = (
+    "A view was created in no_grad mode and its base or another view of its base has been modified inplace with grad "
+    "mode enabled. Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by "
+    "moving both the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
+    "tracked) or both outside (if you want the inplace to be tracked).")
 
 
 def check_history(node: Node) -> None:

@@ -338,6 +338,40 @@ def is_leaf_of_a_piece_whose_base_was_written(T):
     return piece.is_leaf
 
 
+def _view_made_under_no_grad_of(base, T):
+    with T.no_grad():
+        return base.view(-1)
+
+
+def no_grad_view_used_after_its_base_was_written_with_grad(T):
+    """Random-programs fuzzer: symgrad made the view again without history and computed on."""
+    base = T.zeros(4)
+    view = _view_made_under_no_grad_of(base, T)
+    base += T.tensor(X4, requires_grad=True)
+    (view * 2).sum()
+
+
+def no_grad_view_used_after_another_view_was_written_with_grad(T):
+    base = T.zeros(4)
+    view = _view_made_under_no_grad_of(base, T)
+    base[:2] += T.ones(2, requires_grad=True)
+    view.exp()
+
+
+def view_of_a_no_grad_view_used_after_the_base_was_written_with_grad(T):
+    base = T.zeros(4)
+    view = _view_made_under_no_grad_of(base, T).view(2, 2)
+    base += T.tensor(X4, requires_grad=True)
+    view.sum()
+
+
+def is_leaf_of_a_no_grad_view_whose_base_was_written_with_grad(T):
+    base = T.zeros(4)
+    view = _view_made_under_no_grad_of(base, T)
+    base += T.tensor(X4, requires_grad=True)
+    return view.is_leaf
+
+
 def leaf_saved_after_a_fill_filled_again(T):
     """A leaf that requires grad, filled under no_grad, saved by a division, filled again with the same
     value (random-programs fuzzer: the pending fill was taken for a constant shared between tensors,
@@ -367,7 +401,10 @@ REFUSALS = [filled_tensor_saved_then_filled_again, leaf_saved_after_a_fill_fille
             grad_fn_of_a_piece_whose_base_was_written, is_leaf_of_a_piece_whose_base_was_written,
             saved_output_changed, saved_input_changed, saved_index_changed, saved_leaf_changed_under_no_grad,
             saved_other_is_self, saved_value_changed_through_a_view, view_of_a_leaf, reshaped_leaf, piece_of_unbind, piece_of_split,
-            overlapping_expand, random_draws_into_an_expanded_view, view_made_under_no_grad]
+            overlapping_expand, random_draws_into_an_expanded_view, view_made_under_no_grad,
+            no_grad_view_used_after_its_base_was_written_with_grad, no_grad_view_used_after_another_view_was_written_with_grad,
+            view_of_a_no_grad_view_used_after_the_base_was_written_with_grad,
+            is_leaf_of_a_no_grad_view_whose_base_was_written_with_grad]
 
 
 @pytest.mark.parametrize("scenario", REFUSALS, ids=lambda s: s.__name__)
@@ -390,6 +427,25 @@ def test_a_piece_whose_base_was_written_keeps_its_values_without_grad(torch):
             x.mul_(2)
             doubled = piece * 2
         return repr(piece).replace("torch.", ""), doubled.tolist(), piece.requires_grad
+
+    assert run(symgrad) == run(torch)
+
+
+def test_a_no_grad_view_whose_base_was_written_with_grad_keeps_its_values(torch):
+    """Its history is refused, but it requires grad, reads, and computes under no_grad as PyTorch's;
+    a base written without grad, or under no_grad, leaves it usable."""
+    def run(T):
+        outcomes = []
+        for write_grad, under_no_grad in ((True, False), (False, False), (True, True)):
+            base = T.zeros(4)
+            view = _view_made_under_no_grad_of(base, T)
+            with T.set_grad_enabled(not under_no_grad):
+                base += T.tensor(X4, requires_grad=write_grad)
+            with T.no_grad():
+                doubled = (view * 2).tolist()
+            used = (view * 3).tolist() if not (write_grad and not under_no_grad) else None
+            outcomes.append((view.requires_grad, view.tolist(), doubled, used))
+        return outcomes
 
     assert run(symgrad) == run(torch)
 
