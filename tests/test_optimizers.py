@@ -187,8 +187,8 @@ def test_a_model_trained_with_adam_runs_one_cached_program_per_step(name):
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def settled_steps(name):
-    """The loop of the test above, with walking and building forbidden after four steps."""
+def settled_steps(name, warmup=4):
+    """The loop of the test above, with walking and building forbidden after ``warmup`` steps."""
     import symgrad.engine as engine
     import symgrad.nodes as nodes
     import symgrad.tracing as tracing
@@ -203,7 +203,7 @@ def settled_steps(name):
         symgrad.nn.functional.cross_entropy(model(x), labels).backward()
         optimizer.step()
 
-    for _ in range(4):
+    for _ in range(warmup):
         step()
     compiles, runs = programs.stats.compiles, nodes._programs_run
 

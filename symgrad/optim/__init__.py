@@ -1,10 +1,13 @@
 """``torch.optim``: optimizers whose updates run fused into the next step's compiled program,
 and the learning-rate schedulers."""
 from symgrad.optim import lr_scheduler
+from symgrad.optim.adadelta import Adadelta
 from symgrad.optim.adagrad import Adagrad
 from symgrad.optim.adam import Adam, AdamW
+from symgrad.optim.adam_variants import Adamax, NAdam, RAdam
 from symgrad.optim.optimizer import Optimizer
 from symgrad.optim.rmsprop import RMSprop
 from symgrad.optim.sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta",
+           "lr_scheduler"]

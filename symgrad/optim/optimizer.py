@@ -27,7 +27,7 @@ class Optimizer:
         self.defaults = defaults
         self.state: defaultdict = defaultdict(dict)
         self.param_groups: list = []
-        self._step_counts: dict = {}  # parameter -> the step as a Python number, and its node (``_next_step``)
+        self._step_counts: dict = {}  # (parameter, key) -> a state number as Python's, and its node (``_advance``)
         groups = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
@@ -85,12 +85,12 @@ class Optimizer:
         for group, saved in zip(self.param_groups, groups):
             group.update({k: copy.deepcopy(v) for k, v in saved.items() if k != "params"})
 
-    def _start_count(self, p) -> None:
-        """``state[p]['step']``, 0 as a 0-d tensor of the default dtype (PyTorch's), made as a
+    def _start_count(self, p, key: str = "step", value=0) -> None:
+        """``state[p][key]`` (the step, 0), a 0-d tensor of the default dtype (PyTorch's), made as a
         constant that is computed only if read: a JAX array costs ~80 µs, and the first step
         replaces it."""
-        step = self.state[p]["step"] = Tensor(lazy_leaf(constant(0.0, (), dtypes.get_default_dtype())))
-        self._step_counts[p] = (0, step._node)
+        tensor = self.state[p][key] = Tensor(lazy_leaf(constant(float(value), (), dtypes.get_default_dtype())))
+        self._step_counts[(p, key)] = (value, tensor._node)
 
     def _next_step(self, p) -> int:
         """Counts a step in ``state[p]['step']`` (a float32 0-d tensor, as PyTorch keeps it) and
@@ -99,14 +99,20 @@ class Optimizer:
         The tensor takes the count as a NumPy array: an ``add_(1)`` would be a result that no
         training step uses, computed by a program of its own per parameter and step
         (symgrad.nodes.outlived), and a constant node per count filled the constants' cache."""
-        step = self.state[p]["step"]
-        counted = self._step_counts.get(p)  # (the count, the node it was written as): a tensor written since is read
-        count = (counted[0] if counted is not None and counted[1] is step._node else int(step.item())) + 1
+        return self._advance(p, "step", lambda count: int(count) + 1)
+
+    def _advance(self, p, key: str, change):
+        """``state[p][key]``, a 0-d tensor that PyTorch's update reads as a Python number (the step
+        count, NAdam's momentum product), becomes ``change(its number)``, which is returned: read
+        from the tensor only if it was written since (by hand, or loaded)."""
+        tensor = self.state[p][key]
+        known = self._step_counts.get((p, key))  # (the number, the node it was written as)
+        value = change(known[0] if known is not None and known[1] is tensor._node else tensor.item())
         changes = _grad_state.changes
-        write_values(step, per_step(count, step.dtype)._node)  # (the values, made once for a step's parameters)
-        _grad_state.changes = changes  # the count is no operand of the step: a replayed trace need not see it
-        self._step_counts[p] = (count, step._node)
-        return count
+        write_values(tensor, per_step(value, tensor.dtype)._node)  # (the values, made once for a step's parameters)
+        _grad_state.changes = changes  # the number is no operand of the step: a replayed trace need not see it
+        self._step_counts[(p, key)] = (value, tensor._node)
+        return value
 
     def step(self, closure=None):
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")
