@@ -19,17 +19,19 @@ from symgrad.tensor import Tensor  # noqa: E402
 from symgrad.devices import accelerator, cuda, get_default_device, set_default_device  # noqa: E402
 from symgrad.legacy_types import (BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor,  # noqa: E402
                                   LongTensor)
-from symgrad.ops import (activations as _a, convolution as _c, elementwise as _e, functions as _f,  # noqa: E402,F401
-                         indexing as _i, linalg as _l, logical as _g, reductions as _r, shape as _s,
-                         sorting as _o)  # (registering their ops)
-from symgrad import nn, autograd, linalg, optim, symbolic, viz  # noqa: E402
+from symgrad.ops import (activations as _a, closeness as _k, convolution as _c, elementwise as _e,  # noqa: E402,F401
+                         functions as _f, indexing as _i, linalg as _l, logical as _g, reductions as _r,
+                         shape as _s, sorting as _o)  # (registering their ops)
+from symgrad import autograd, nn, linalg, optim, symbolic, viz  # noqa: E402  (autograd first: nn uses it)
 from symgrad import tensor_methods as _methods  # noqa: E402,F401  (attaches the methods that are no op's)
 from symgrad import cycles as _cycles  # noqa: E402,F401  (attaches backward's two ends of a traced step)
 from symgrad.namespace import publish as _publish  # noqa: E402
 from symgrad.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye, from_numpy, full,  # noqa: E402
-                              full_like, linspace, normal, ones, ones_like, rand, rand_like, randint,
-                              randint_like, randn, randn_like, randperm, tensor, zeros, zeros_like)
-from symgrad import random  # noqa: E402  (torch.random)
+                              full_like, linspace, logspace, multinomial, normal, ones, ones_like, rand, rand_like,
+                              randint, randint_like, randn, randn_like, randperm, tensor, zeros, zeros_like)
+from symgrad import backends, random  # noqa: E402  (torch.backends, torch.random)
+from symgrad.backends import (are_deterministic_algorithms_enabled,  # noqa: E402
+                              is_deterministic_algorithms_warn_only_enabled, use_deterministic_algorithms)
 from symgrad.random import (Generator, default_generator, get_rng_state, initial_seed,  # noqa: E402
                             manual_seed, seed, set_rng_state)
 from symgrad.compiled import grad, value_and_grad  # noqa: E402

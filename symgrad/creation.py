@@ -2,11 +2,12 @@
 ``set_default_dtype`` changed it), as PyTorch."""
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
 
-from symgrad import devices, dtypes, random
+from symgrad import backends, devices, dtypes, random
 from symgrad.grad_mode import is_grad_enabled
 from symgrad.inplace import check_writable, write_values
 from symgrad.nodes import leaf
@@ -100,9 +101,15 @@ def zeros(*dims, size=None, dtype=None, device=None, requires_grad: bool = False
 def empty(*dims, size=None, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False,
           memory_format=None) -> Tensor:
     """PyTorch leaves an empty tensor's values unset: here they are zeros, which PyTorch may give
-    too (``pin_memory`` and ``memory_format`` change nothing on a JAX device)."""
+    too, or under ``use_deterministic_algorithms(True)`` what PyTorch fills them with then: NaN, or
+    the dtype's largest value (``pin_memory`` and ``memory_format`` change nothing on a JAX device)."""
     if not dims and size is None:
         raise TypeError('empty() missing 1 required positional arguments: "size"')
+    if backends.are_deterministic_algorithms_enabled():
+        dtype = dtype or dtypes.get_default_dtype()
+        unset = math.nan if dtype.is_floating_point else True if dtype is dtypes.bool_ else np.iinfo(dtype.numpy).max
+        return full(_size(dims if size is None else (size,)), unset, dtype=dtype, device=device,
+                    requires_grad=requires_grad)
     return zeros(*dims, size=size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
@@ -123,9 +130,105 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     return _make(values, dtype or (dtypes.get_default_dtype() if floating else dtypes.int64), requires_grad)
 
 
+# ----------------------------------------------------------------- evenly spaced (PyTorch's CPU kernels, bit for bit)
+
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """PyTorch's kernel: the first half counts up from ``start``, the second down from ``end``
+    (so the ends are exact and the middle of ``linspace(-1, 1, 7)`` is -2.98e-08, not 0)."""
     devices.check(device)
-    return _make(np.linspace(start, end, steps), dtype or dtypes.get_default_dtype(), requires_grad)
+    dtype = _spaced_dtype(dtype, "linspace")
+    steps = _steps(start, end, steps, "linspace")
+    start, end = _ends(start, end, "linspace")
+    if steps <= 1:  # (PyTorch's fill: no step, and nothing checked of an empty one)
+        return _make(np.full(steps, dtypes.number_in(start, dtype) if steps else 0), dtype, requires_grad)
+    return _make(_counted(dtypes.number_in(start, dtype), dtypes.number_in(end, dtype), steps, dtype), dtype,
+                 requires_grad)
+
+
+def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
+             requires_grad: bool = False) -> Tensor:
+    """``base`` to the powers PyTorch's ``logspace`` kernel computes: in float64 (as its kernel, unfused),
+    from ``start`` and ``end`` held in ``dtype`` first; C's ``pow``; then rounded (or truncated) to ``dtype``."""
+    devices.check(device)
+    dtype = _spaced_dtype(dtype, "logspace")
+    steps = _steps(start, end, steps, "logspace")
+    start, end = _ends(start, end, "logspace")
+    with np.errstate(invalid="ignore", over="ignore"):  # (infinities and NaN as the kernel gives them)
+        powers = np.array([_c_pow(float(base), x) for x in _exponents(start, end, steps, dtype)])
+        if dtype is dtypes.float16:  # a double stored into a Half passes through float
+            powers = powers.astype(np.float32)
+        return _make(powers.astype(dtype.numpy), dtype, requires_grad)
+
+
+def _exponents(start, end, steps: int, dtype) -> list:
+    """logspace's exponents: ``start + step*i`` up to halfway, ``end - step*(steps-1-i)`` from there, in
+    float64 with the ends first held in ``dtype`` and their difference taken there; a single step's
+    exponent is ``start`` as given."""
+    if steps <= 1:
+        return [float(start)] * steps
+    low, high = (dtype.numpy.type(dtypes.number_in(v, dtype)) for v in (start, end))
+    step = float(high - low) / (steps - 1)
+    halfway = steps // 2
+    up = float(low) + step * np.arange(halfway, dtype=np.float64)
+    down = float(high) - step * np.arange(steps - halfway - 1, -1, -1, dtype=np.float64)
+    return np.concatenate([up, down]).tolist()
+
+
+def _spaced_dtype(dtype, name: str) -> dtypes.dtype:
+    dtype = dtype or dtypes.get_default_dtype()
+    if dtype is dtypes.bool_:
+        raise NotImplementedError(f'"{name}_cpu" not implemented for \'Bool\'')
+    return dtype
+
+
+def _ends(start, end, name: str) -> tuple:
+    """Numbers, or 0-dim tensors read as their numbers (PyTorch's error for others)."""
+    tensors = [(which, v) for which, v in (("start", start), ("end", end)) if isinstance(v, Tensor)]
+    if any(v.dim() for _, v in tensors):
+        got = " and ".join(f"{which} with {v.dim()} dimension(s)" for which, v in tensors)
+        raise RuntimeError(f"{name} only supports 0-dimensional start and end tensors, but got {got}.")
+    return tuple(v.item() if isinstance(v, Tensor) else v for v in (start, end))
+
+
+def _steps(start, end, steps, name: str) -> int:
+    if not isinstance(steps, int) or isinstance(steps, bool):
+        given = ", ".join(type(v).__name__ for v in (start, end, steps))
+        raise TypeError(f"{name}() received an invalid combination of arguments - got ({given}), but expected one "
+                        f"of:\n * (start, end, int steps, ...)")
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    return steps
+
+
+def _counted(start, end, steps: int, dtype) -> np.ndarray:
+    """``start + step*i`` below ``steps // 2``, ``end - step*(steps-1-i)`` from there, each a fused
+    multiply-add in ``dtype`` (the kernel is compiled with FMA); integers count in float64 and are
+    truncated; float16 rounds after each operation (c10::Half's arithmetic)."""
+    halfway = steps // 2
+    up, down = np.arange(halfway), np.arange(steps - halfway - 1, -1, -1)
+    if dtype is dtypes.float16:
+        low, high = np.float16(start), np.float16(end)
+        step = (high - low) / np.float16(steps - 1)
+        return np.concatenate([low + step * up.astype(np.float16), high - step * down.astype(np.float16)])
+    counting = dtype.numpy.type if dtype.is_floating_point else np.float64
+    low, high = counting(start), counting(end)
+    step = (high - low) / counting(steps - 1)
+    fma = random.fma32 if counting is np.float32 else random.fma64
+    with np.errstate(invalid="ignore", over="ignore"):
+        values = np.concatenate([fma(step, up.astype(counting), low), fma(step, -down.astype(counting), high)])
+        return values.astype(dtype.numpy)
+
+
+def _c_pow(base: float, exponent: float) -> float:
+    """C's ``pow`` (PyTorch's kernel calls it): ``math.pow`` is the same function, but raises
+    where C returns an infinity or NaN."""
+    try:
+        return math.pow(base, exponent)
+    except (OverflowError, ValueError):
+        if base < 0 and exponent != math.floor(exponent):
+            return -math.nan  # the CPU's default NaN, which C's pow returns: its sign bit set
+        negative = math.copysign(1.0, base) < 0 and exponent % 2 == 1  # an odd power keeps the sign
+        return -math.inf if negative else math.inf
 
 
 def _like(fn, input: Tensor, dtype, requires_grad, device=None, **kwargs) -> Tensor:
@@ -224,6 +327,30 @@ def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
     """Ones with probability ``input`` (or ``p``), zeros otherwise, in ``input``'s dtype."""
     out = _make(np.zeros(tuple(input.shape)), input.dtype, False)
     return bernoulli_(out, input if p is None else p, generator=generator)
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:
+    """Category indices drawn with ``input``'s rows as weights (symgrad.random.multinomial): int64,
+    of shape ``(num_samples,)`` or ``(rows, num_samples)``."""
+    if not isinstance(num_samples, int) or isinstance(num_samples, bool):
+        raise TypeError(f"multinomial(): argument 'num_samples' (position 2) must be int, not "
+                        f"{type(num_samples).__name__}")
+    if input.dim() not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{dtypes.torch_name(input.dtype)}")
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if not replacement and num_samples > input.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    rows = np.asarray(input).reshape(input.shape[0] if input.dim() == 2 else 1, input.shape[-1])
+    if rows.shape[0] == 0:
+        drawn = np.zeros((0, num_samples), dtype=np.int64)
+    else:
+        drawn = random.multinomial(generator or random.default_generator, rows, num_samples, bool(replacement),
+                                   input.dtype)
+    return _make(drawn.reshape(*input.shape[:-1], num_samples), dtypes.int64, False)
 
 
 def randn_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:

@@ -50,7 +50,15 @@ def _count(platform: str) -> int:
     return len(_jax_devices(platform))
 
 
-cuda = SimpleNamespace(is_available=lambda: _count("gpu") > 0, device_count=lambda: _count("gpu"))
+def _no_cuda_generator(seed) -> None:
+    """``torch.cuda.manual_seed(_all)``: symgrad draws every random number on the CPU (symgrad.random),
+    so there is no CUDA generator to seed; PyTorch without CUDA ignores the call too, once it has
+    read the seed as an int (its errors for a seed that is none)."""
+    int(seed)
+
+
+cuda = SimpleNamespace(is_available=lambda: _count("gpu") > 0, device_count=lambda: _count("gpu"),
+                       manual_seed=_no_cuda_generator, manual_seed_all=_no_cuda_generator)
 accelerator = SimpleNamespace(
     is_available=lambda: _count("gpu") > 0, device_count=lambda: _count("gpu"),
     current_accelerator=lambda: device("cuda", 0) if _count("gpu") else None)

@@ -103,6 +103,13 @@ class inference_mode(_GradMode):
     to save them for a backward, or to write them in place, outside this mode.  As PyTorch's,
     ``inference_mode(False)`` turns grad mode on and inference mode off."""
 
+    def __new__(cls, mode=True):
+        """``inference_mode(mode=False)`` as well as ``@inference_mode`` on a function (PyTorch's test:
+        a mode that is no bool is the function to decorate)."""
+        if isinstance(mode, bool):
+            return object.__new__(cls)
+        return cls()(mode)
+
     def __init__(self, mode: bool = True):
         self.mode = bool(mode)
 

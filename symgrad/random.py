@@ -486,3 +486,48 @@ def _sincos_float32(x: np.ndarray):
     sin_value = np.where((j & 4) != 0, -sin_value, sin_value)
     cos_value = np.where(((j - 2) & 4) == 0, -cos_value, cos_value)
     return sin_value, cos_value
+
+
+# ----------------------------------------------------------------- multinomial
+
+def multinomial(generator: Generator, rows: np.ndarray, n: int, replacement: bool, dtype) -> np.ndarray:
+    """``n`` category indices per row of ``rows`` (weights in ``dtype``), as PyTorch's CPU kernels draw
+    them.  Without replacement, or for one sample, the exponential trick: the ``n`` largest of
+    ``weight / q`` with ``q`` one ``exponential_`` draw per entry, row after row.  Otherwise, per
+    row: the weights' running sum in ``dtype`` divided by its total (the last forced to 1), and for
+    each sample a float64 uniform's slot, the first whose running sum is not below it."""
+    _check_floating(dtype, "multinomial")
+    if not replacement or n == 1:
+        if not (np.all(rows >= 0) and np.all(rows < np.inf)):  # (NaN fails both)
+            raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+        if np.any(rows.sum(axis=1, dtype=dtype.numpy) == 0):
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+        ratios = rows / exponential(generator, rows.size, dtype).reshape(rows.shape)
+        return _largest(ratios, n)
+    drawn = np.empty((len(rows), n), dtype=np.int64)
+    for i, row in enumerate(rows):  # a bad row raises after the rows before it drew, as PyTorch's loop
+        if not np.all(row >= 0):
+            raise RuntimeError("invalid multinomial distribution (encountering probability entry < 0)")
+        if not np.all(np.isfinite(row)):
+            raise RuntimeError("invalid multinomial distribution (encountering probability entry = infinity or NaN)")
+        running = np.cumsum(row, dtype=dtype.numpy)  # (in order, one rounding per addition)
+        if not (running.size and running[-1] > 0):  # (no categories: nothing sums above 0)
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+        running = running / running[-1]
+        running[-1] = 1
+        drawn[i] = np.searchsorted(running.astype(np.float64), _unit(generator, n, dtypes.float64), side="left")
+    return drawn
+
+
+def _largest(ratios: np.ndarray, n: int) -> np.ndarray:
+    """The indices of each row's ``n`` largest ratios, largest first (PyTorch's argmax or topk).  Equal
+    ratios among them (categories of probability 0 drawn when ``n`` exceeds the positive ones) come in
+    the order of PyTorch's ``std::nth_element``, which is not reproduced: refused rather than guessed."""
+    order = np.argsort(-ratios, axis=1, kind="stable")
+    chosen = np.take_along_axis(ratios, order[:, :n + 1], axis=1)
+    if np.any(chosen[:, 1:] == chosen[:, :-1]) and n > 1:
+        raise NotImplementedError(f"multinomial without replacement drawing {n} samples from a row with fewer "
+                                  "than that many categories of positive probability: PyTorch orders the "
+                                  "categories of probability 0 as its std::nth_element leaves them, which symgrad "
+                                  "does not reproduce")
+    return order[:, :n]

@@ -5,6 +5,10 @@ The ops' own methods (``exp``, ``__add__``, ``add_`` ...) come from the registry
 """
 from __future__ import annotations
 
+import numbers
+import operator
+import warnings
+
 from symgrad import creation, devices, dtypes, engine, hooks
 from symgrad.autograd.gradients import hooked_gradients
 from symgrad.inplace import assign, copy_, data, fill_inplace
@@ -29,6 +33,68 @@ def _to(self, *args, **kwargs):
         elif a is not None:
             devices.check(a)
     return S.to_dtype(self, target) if target is not None else self
+
+
+def _size_argument(name: str, sizes: tuple, size) -> tuple:
+    """``new_ones(2, 3)``, ``new_ones((2, 3))``, ``new_ones(size=(2, 3))``, with PyTorch's errors."""
+    if size is not None:
+        if sizes:
+            raise TypeError(f"{name}() got multiple values for argument 'size'")
+        sizes = (size,)
+    if not sizes:
+        raise TypeError(f'{name}() missing 1 required positional arguments: "size"')
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    elif len(sizes) == 1 and not _is_index(sizes[0]):
+        raise TypeError(f"{name}(): argument 'size' (position 1) must be tuple of ints, not {type(sizes[0]).__name__}")
+    for position, s in enumerate(sizes):
+        if not _is_index(s):
+            raise TypeError(f"{name}(): argument 'size' (position 1) must be tuple of ints, but found element of "
+                            f"type {type(s).__name__} at pos {position}")
+    return tuple(operator.index(s) for s in sizes)
+
+
+def _is_index(value) -> bool:
+    return not isinstance(value, (bool, float, tuple, list)) and hasattr(value, "__index__")
+
+
+def _new_filled(make, name: str):
+    """``Tensor.new_ones`` and its kin: ``make``'s tensor with this one's dtype unless given."""
+    def new(self, *sizes, size=None, dtype=None, device=None, requires_grad: bool = False):
+        return make(_size_argument(name, sizes, size), dtype=dtype or self.dtype, device=device,
+                    requires_grad=requires_grad)
+    new.__name__ = name
+    return new
+
+
+def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False):
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"new_full(): argument 'size' (position 1) must be tuple of ints, not {type(size).__name__}")
+    return creation.full(_size_argument("new_full", (size,), None), fill_value, dtype=dtype or self.dtype,
+                         device=device, requires_grad=requires_grad)
+
+
+def new_tensor(self, data, dtype=None, device=None, requires_grad: bool = False):
+    """A new leaf holding ``data`` in this tensor's dtype unless given (a float list into an
+    integer tensor's dtype truncates, as PyTorch's)."""
+    if isinstance(data, Tensor):
+        warnings.warn("To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() or "
+                      "sourceTensor.detach().clone().requires_grad_(True), rather than "
+                      "tensor.new_tensor(sourceTensor).", UserWarning, stacklevel=2)
+    return creation.tensor(data, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad)
+
+
+def type_as(self, other):
+    if not isinstance(other, Tensor):
+        raise TypeError(f"type_as(): argument 'other' (position 1) must be Tensor, not {type(other).__name__}")
+    return S.to_dtype(self, other.dtype)
+
+
+def _contains(self, element) -> bool:
+    """``element in tensor``: whether any entry equals it (broadcast, as PyTorch's ``__contains__``)."""
+    if not isinstance(element, (Tensor, numbers.Number)):
+        raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you passed in a {type(element)}.")
+    return bool((element == self).any().item())
 
 
 def register_hook(self, hook) -> hooks.RemovableHandle:
@@ -114,6 +180,13 @@ METHODS = {
     "is_cuda": property(lambda a: False),
     "uniform_": creation.uniform_, "normal_": creation.normal_, "random_": creation.random_,
     "exponential_": creation.exponential_, "bernoulli_": creation.bernoulli_, "bernoulli": creation.bernoulli,
+    "multinomial": creation.multinomial,
+    "new_ones": _new_filled(creation.ones, "new_ones"), "new_zeros": _new_filled(creation.zeros, "new_zeros"),
+    "new_empty": _new_filled(creation.empty, "new_empty"), "new_full": new_full, "new_tensor": new_tensor,
+    "type_as": type_as,
+    "nelement": lambda a: a.numel(),
+    "element_size": lambda a: a.dtype.itemsize,
+    "__contains__": _contains,
     "T": property(S.matrix_transpose),
     "mT": property(lambda a: S.transpose(a, -2, -1)),
 }
