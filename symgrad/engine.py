@@ -438,37 +438,43 @@ def _planned(root, gradient_node, inputs, path_and_targets):
 
 def _staged(root, seed, retain_graph, path, targets, cuts) -> None:
     """A backward that reaches hooks (symgrad.hooks), in stages: a program computes the gradient
-    at the hooked node nearest the root (with the graph cut at every hooked node) and the parts of
-    the other gradients that do not pass through it; Python runs its hooks; the next program starts
-    from there with the gradient they returned.  Leaf hooks run on each leaf's total gradient
+    at the hooked nodes nearest the root (with the graph cut at every hooked node) and the parts of
+    the other gradients that do not pass through them; Python runs their hooks; the next programs
+    start from there with the gradients they returned.  Leaf hooks run on each leaf's total gradient
     before it is added to ``.grad``; post-accumulate hooks after."""
     order = Walk()
     order.add(root, True)
-    cuts = sorted(cuts, key=order.index.__getitem__, reverse=True)  # nearest the root first
+    units = hooks.units(cuts, order.index)  # nearest the root first, a group's members together
     realize(cuts)
     totals, final = {}, {}
-    start, weight, value = root, seed, None
-    for k in range(len(cuts) + 1):
-        outputs, reached = _stage(start, weight, cuts[k:], targets)
-        value = reached if k == 0 else value
-        for node, gradient in outputs.items():
-            totals[node] = gradient if node not in totals else totals[node] + gradient
-        if k < len(cuts):
-            gradient = final[cuts[k]] = _hooked(hooks.on_nodes.get(cuts[k], {}).values(), totals.pop(cuts[k]))
-            start, weight = cuts[k], leaf(gradient, cuts[k].dtype, shape=cuts[k].shape)
+    starts, value = [(root, seed)], None
+    for k in range(len(units) + 1):
+        below = [node for unit in units[k:] for node in unit]
+        for start, weight in starts:
+            outputs, reached = _stage(start, weight, below, targets)
+            value = reached if value is None else value
+            for node, gradient in outputs.items():
+                totals[node] = gradient if node not in totals else totals[node] + gradient
+        if k < len(units):
+            own, onward = hooks.run(units[k], {node: totals.pop(node) for node in units[k]})
+            final.update(own)
+            starts = [(node, leaf(gradient, node.dtype, shape=node.shape))
+                      for node, gradient in onward.items() if gradient is not None]
     root.computed(value)
     owners, owned, groups = owners_of(targets)
     sums = [None] * len(owners)
     for target, group in zip(targets, groups):
         gradient = final.get(target, totals.get(target))
-        if gradient is None:
-            gradient = jnp.zeros(target.shape, target.dtype.numpy)
-        sums[group] = gradient if sums[group] is None else sums[group] + gradient
-    sums = [_hooked(hooks.of_leaf(owner, "grad"), gradient) if node.is_leaf else gradient
+        if gradient is not None:  # None: a module's backward hook let nothing flow to it
+            sums[group] = gradient if sums[group] is None else sums[group] + gradient
+    sums = [_hooked(hooks.of_leaf(owner, "grad"), gradient) if node.is_leaf and gradient is not None else gradient
             for owner, node, gradient in zip(owners, owned, sums)]  # all hooks first: an error changes no .grad
     if anomaly_mode[0] and anomaly_mode[1]:
-        _check_nan(owned, sums)
+        reached = [(node, gradient) for node, gradient in zip(owned, sums) if gradient is not None]
+        _check_nan([node for node, _ in reached], [gradient for _, gradient in reached])
     for owner, node, gradient in zip(owners, owned, sums):
+        if gradient is None:
+            continue
         previous = owner._grad
         if previous is not None and not is_zero_fill(previous._node):
             gradient = array(previous._node) + gradient

@@ -5,6 +5,10 @@ leaf belongs to the tensor (``Tensor._hooks``), so it follows the tensor when an
 moves it to a new leaf, as an optimizer step does.  The tables hold functions of arrays (the
 front end wraps the user's function, symgrad.tensor_methods), so the engine never makes a
 Tensor.  While no tensor has a hook, ``backward`` pays two truth tests (``on_nodes.data``, ``leaves``).
+
+A ``Group`` is one hook on the gradients of several sibling nodes together (a module's backward
+hooks, symgrad.nn.backward_hooks): it sits in each member's table, so everything that asks
+whether a node is hooked sees it, and ``units`` makes backward stop at the members at once.
 """
 from __future__ import annotations
 
@@ -72,3 +76,56 @@ def cuts(path) -> list:
 
 def hooked_targets(owners) -> bool:
     return any(id(owner) in leaves for owner in owners)
+
+
+class Group:
+    """One hook on the gradients of sibling nodes, the outputs of one call (so they have the same
+    inputs, and whatever lies below one lies below all).  ``hook(gradients)`` gets a gradient per
+    member, None for a member no gradient reached, and returns one per member (None: nothing flows
+    on from it) or None to leave them; ``hook.on_tensors`` is the same on recorded gradients."""
+
+    def __init__(self, nodes, hook):
+        self.members, self.hook = [weakref.ref(n) for n in nodes], hook
+        key = next(_ids)
+        for node in nodes:
+            on_nodes.setdefault(node, {})[key] = self
+
+    def nodes(self) -> list:
+        return [ref() for ref in self.members]
+
+
+def _groups(node) -> list:
+    return [hook for hook in on_nodes.get(node, {}).values() if hook.__class__ is Group]
+
+
+def units(cuts, position) -> list:
+    """The hooked nodes in the order backward must stop at them, nearest the root first (by
+    ``position``, a topological index): a group's members on the path together, where the one
+    farthest from the root stands (what lies between is below none of them)."""
+    placed = {}
+    for node in cuts:
+        groups = _groups(node)
+        placed.setdefault(id(groups[0]) if groups else id(node), []).append(node)
+    return sorted((tuple(unit) for unit in placed.values()), key=lambda u: min(position[n] for n in u), reverse=True)
+
+
+def run(unit, gradients: dict, on_tensors: bool = False):
+    """The hooks of one unit on its total ``gradients`` (node -> gradient, arrays or, under
+    ``create_graph``, recorded Tensors): each node's own hooks, then its group's.  Returns the
+    gradients after the nodes' own hooks (what ``retain_grad`` keeps, as PyTorch's tensor hooks run
+    before a node's) and those backward goes on from (a member no gradient reached may get one)."""
+    own = {}
+    for node in unit:
+        gradient = gradients[node]
+        for hook in list(on_nodes.get(node, {}).values()):
+            if hook.__class__ is not Group:
+                result = hook.on_tensor(gradient) if on_tensors else hook(gradient)
+                gradient = gradient if result is None else result
+        own[node] = gradient
+    onward = dict(own)
+    for group in _groups(unit[0]):
+        members = group.nodes()
+        results = (group.hook.on_tensors if on_tensors else group.hook)([onward.get(m) for m in members])
+        if results is not None:
+            onward.update((m, g) for m, g in zip(members, results) if m is not None)
+    return own, onward

@@ -159,12 +159,14 @@ CUSTOM = Op("custom_function", None, _no_infer, _build, saves=True)
 CUSTOM_SAVING_NOTHING = Op("custom_function", None, _no_infer, _build, saves=False)  # a second backward is fine
 
 
-def custom_outputs(cls, ctx, args, detached, outputs, cotangents, returned) -> tuple:
+def custom_outputs(cls, ctx, args, declared, given, outputs, cotangents, returned) -> tuple:
     """The outputs of ``cls.apply(*args)`` as the user gets them: a node per differentiable one
-    (its grad_fn the context), the others detached, non-tensors as they are."""
+    (its grad_fn the context), the others detached, non-tensors as they are.  ``declared``: the
+    nodes ``forward`` got, per tensor argument; ``given``: the nodes the call's node takes for them
+    (both as they were before ``forward``, which may have written into its inputs: ``mark_dirty``)."""
     name = type(ctx).__name__
     arguments = [k for k, a in enumerate(args) if isinstance(a, Tensor)]
-    forward, firsts = Walk.declaring([detached[k]._node for k in arguments])
+    forward, firsts = Walk.declaring(list(declared))
     positions = tuple(forward.add(o._node, False) if isinstance(o, Tensor) else -1 for o in outputs)
     marked = {id(t._node) for t in ctx.non_differentiable if isinstance(t, Tensor)}
     differentiable = tuple(isinstance(o, Tensor) and o.dtype.is_floating_point and id(o._node) not in marked
@@ -185,7 +187,7 @@ def custom_outputs(cls, ctx, args, detached, outputs, cotangents, returned) -> t
         key = (cls, tuple(forward.entries), positions, differentiable, tuple(backward.entries), targets)
         structure = _interned(key, lambda: Structure(cls.__name__, forward, positions, firsts, len(arguments), backward,
                                                         targets, None))
-    inputs = tuple(args[k]._node for k in arguments) + tuple(lazy_leaf(n) for n in captured)
+    inputs = tuple(given) + tuple(lazy_leaf(n) for n in captured)
     op = CUSTOM if ctx.to_save else CUSTOM_SAVING_NOTHING
     results = []
     for output, (o, wanted) in enumerate(zip(outputs, differentiable)):

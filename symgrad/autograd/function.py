@@ -8,6 +8,10 @@ recorded forward from the node's inputs and whose VJP lowers the recorded backwa
 cotangent reaching it, so the user's backward becomes ordinary assignments of the same program (one
 XLA call) and differentiating them again is reverse mode again (double backward).
 
+A ``forward`` that writes into an input and returns it (``ctx.mark_dirty``) writes, through the
+detached alias, into the caller's tensor; that tensor is then the output, its node the call's, as
+PyTorch's: the call takes the input's values from before the write.
+
 Recording the backward at ``apply`` is what lets the graphs' structure key the program (a training
 loop compiles once, whatever ``ctx`` holds): its Python runs during the forward, and its errors (a
 wrong number of gradients, a wrong shape, an exception of its own) are kept and raised by the
@@ -21,7 +25,10 @@ import weakref
 from symgrad.autograd.custom_node import cotangent_placeholders, custom_outputs
 from symgrad.engine import FREED_MESSAGE
 from symgrad.grad_mode import enable_grad, is_grad_enabled, no_grad
+from symgrad.inplace import assign
 from symgrad.nodes import AccumulateGrad, grad_fn_of
+from symgrad.ops.shape import clone
+from symgrad.storage import storage_of
 from symgrad.tensor import Tensor
 
 
@@ -32,6 +39,7 @@ class FunctionCtx:
     def __init__(self, inputs=()):
         self.to_save = ()
         self.non_differentiable = ()
+        self.dirty_tensors = ()
         self.materialize_grads = True
         self.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in inputs)
         self._inputs = tuple(a._node for a in inputs if isinstance(a, Tensor))
@@ -49,6 +57,12 @@ class FunctionCtx:
         if any(ref() is None or ref().freed for ref in self._outputs) and self.to_save:
             raise RuntimeError(FREED_MESSAGE)
         return tuple(self.to_save)
+
+    def mark_dirty(self, *tensors) -> None:
+        """The inputs ``forward`` wrote into in place (and returns)."""
+        if not all(isinstance(t, Tensor) for t in tensors):
+            raise RuntimeError("mark_dirty can only accept variables, but argument ")  # (PyTorch's text, cut short)
+        self.dirty_tensors = tensors
 
     def mark_non_differentiable(self, *tensors) -> None:
         self.non_differentiable = tensors
@@ -99,21 +113,58 @@ class Function:
                                "and backward, not on Function itself")
         ctx = cls._backward_cls(args)
         detached = tuple(a.detach() if isinstance(a, Tensor) else a for a in args)
+        before = [(a._node, d._node) for a, d in zip(args, detached) if isinstance(a, Tensor)]
         with no_grad():
             if cls.setup_context is not Function.setup_context:
                 output = cls.forward(*detached, **kwargs)
                 cls.setup_context(ctx, detached, output)
             else:
                 output = cls.forward(ctx, *detached, **kwargs)
-        if not (is_grad_enabled() and any(ctx.needs_input_grad)):
-            return output
         single = not isinstance(output, tuple)
         outputs = (output,) if single else output
+        dirty = _dirty(ctx, args, detached, outputs)
+        if not (is_grad_enabled() and any(ctx.needs_input_grad)):
+            for k in dirty.values():
+                storage_of(args[k]).version += 1
+            if not is_grad_enabled():  # PyTorch's result is then a new alias, as the detached input is
+                return output
+            results = tuple(args[dirty[id(o)]] if id(o) in dirty else o for o in outputs)
+            return results[0] if single else results
         cotangents = cotangent_placeholders(outputs)
         returned = _run_backward(cls, ctx, cotangents)
-        results = custom_outputs(cls, ctx, args, detached, outputs, cotangents, returned)
+        positions = [k for k, a in enumerate(args) if isinstance(a, Tensor)]
+        given = [clone(Tensor(node))._node if k in dirty.values() else node  # a copy no write marks: symgrad.storage
+                 for k, (node, _) in zip(positions, before)]
+        results = custom_outputs(cls, ctx, args, [d for _, d in before], given, outputs, cotangents, returned)
+        results = tuple(_rebound(args[dirty[id(o)]], r) if id(o) in dirty else r for o, r in zip(outputs, results))
         ctx._outputs = tuple(weakref.ref(r._node) for r in results if isinstance(r, Tensor) and r.requires_grad)
         return results[0] if single else results
+
+
+def _dirty(ctx, args, detached, outputs) -> dict:
+    """id of each output ``forward`` wrote into -> the position of its argument, with PyTorch's
+    errors for one not returned, or a leaf that requires grad (its version counting the call)."""
+    positions = {id(d): k for k, d in enumerate(detached) if isinstance(d, Tensor)}
+    dirty = {id(t): positions[id(t)] for t in ctx.dirty_tensors if id(t) in positions}
+    returned = {id(o) for o in outputs}
+    if len(dirty) != len(ctx.dirty_tensors) or not all(key in returned for key in dirty):
+        raise RuntimeError("Some elements marked as dirty during the forward method were not returned as output. "
+                           "The inputs that are modified inplace must all be outputs of the Function.")
+    for k in dirty.values():
+        if is_grad_enabled() and args[k].requires_grad and args[k].is_leaf:
+            storage_of(args[k]).version += 1
+            raise RuntimeError("a leaf Variable that requires grad has been used in an in-place operation.")
+    return dirty
+
+
+def _rebound(tensor: Tensor, result: Tensor) -> Tensor:
+    """The argument ``forward`` wrote into, made the call's output (its views see it); its version
+    counts the call, as PyTorch's."""
+    if result.requires_grad:
+        assign(tensor, result._node)
+    else:
+        storage_of(tensor).version += 1
+    return tensor
 
 
 def _run_backward(cls, ctx, cotangents):

@@ -1,6 +1,9 @@
 """``torch.autograd.backward`` and ``torch.autograd.grad``."""
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
+
 from symgrad import hooks
 from symgrad.creation import zeros_like
 from symgrad.higher_order import gradient_node
@@ -16,11 +19,24 @@ def backward(tensors, grad_tensors=None, retain_graph=None, inputs=None):
         tensor.backward(grad, retain_graph=bool(retain_graph) or not last, inputs=inputs)
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
-         is_grads_batched=False, materialize_grads=False):
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
+         allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Gradients of ``outputs`` (one tensor or several, summed) w.r.t. ``inputs``, returned and
-    not accumulated into ``.grad``; with ``create_graph``, gradients that can be differentiated."""
+    not accumulated into ``.grad``; with ``create_graph``, gradients that can be differentiated.
+    ``inputs`` may be a dict (``dict(model.named_parameters())``): the gradients come back by key."""
+    if type(inputs) is dict:
+        return dict(zip(inputs, grad(outputs, tuple(inputs.values()), grad_outputs, retain_graph, create_graph,
+                                     only_inputs, allow_unused, is_grads_batched, materialize_grads)))
+    if isinstance(inputs, Mapping):
+        raise TypeError(f"`inputs` argument to `grad()` must be a dict, not {type(inputs).__name__}. "
+                        "Other Mapping types are not supported.")
     inputs = [inputs] if not isinstance(inputs, (list, tuple)) else list(inputs)
+    if not inputs:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
+    if not only_inputs:
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to True). To accumulate "
+                      "gradient for other parts of the graph, please use torch.autograd.backward.", FutureWarning,
+                      stacklevel=2)
     outputs = [outputs] if not isinstance(outputs, (list, tuple)) else list(outputs)
     seeds = grad_outputs if isinstance(grad_outputs, (list, tuple)) else [grad_outputs] * len(outputs)
     allow_unused = materialize_grads if allow_unused is None else allow_unused
@@ -82,7 +98,6 @@ def hooked_gradients(root, seed, tensors) -> list:
     each correction is one more gradient node, and a graph without hooks is one gradient node."""
     order = Walk()
     order.add(root, True)
-    cuts = sorted(hooks.cuts(list(order.order)), key=order.index.__getitem__, reverse=True)
     corrections = []  # (hooked node, the nodes below it, the change its hooks made)
 
     def gradient_at(node):
@@ -92,14 +107,23 @@ def hooked_gradients(root, seed, tensors) -> list:
                 total = total + Tensor(gradient_node(hooked, node, change._node))
         return total
 
-    for node in cuts:
-        given = gradient_at(node)
-        changed = _hooked(hooks.on_nodes.get(node, {}).values(), given)
-        if changed is not given:
-            below = Walk()
-            below.add(node, True)
-            corrections.append((node, below.index, changed - given))
+    for unit in hooks.units(hooks.cuts(list(order.order)), order.index):
+        given = {node: gradient_at(node) for node in unit}
+        _, onward = hooks.run(unit, given, on_tensors=True)
+        for node, changed in onward.items():
+            before = given.get(node)
+            if changed is not before:
+                below = Walk()
+                below.add(node, True)
+                corrections.append((node, below.index, _change(before, changed)))
     return [_hooked(hooks.of_leaf(t, "grad") if t._node.is_leaf else (), gradient_at(t._node)) for t in tensors]
+
+
+def _change(before, after):
+    """What a hook added to a gradient (None: there was none, or there is none now)."""
+    if before is None:
+        return after
+    return -before if after is None else after - before
 
 
 def _hooked(functions, gradient):

@@ -1,5 +1,5 @@
 """``torch.nn``: modules, parameters, initialisation, utilities and the functional API."""
-from symgrad.nn import functional, init, utils
+from symgrad.nn import functional, init, modules, utils
 from symgrad.nn.adaptive import AdaptiveLogSoftmaxWithLoss, LinearCrossEntropyLoss, LinearCrossEntropyOptions
 from symgrad.nn.attention import MultiheadAttention
 from symgrad.nn.activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh,

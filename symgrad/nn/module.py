@@ -13,6 +13,7 @@ from symgrad import dtypes
 from symgrad.creation import zeros
 from symgrad.grad_mode import no_grad
 from symgrad.inplace import copy_
+from symgrad.nn.backward_hooks import BackwardHook
 from symgrad.tensor import Tensor, _relabel
 
 
@@ -46,7 +47,7 @@ def _unpickled_parameter(data, args):
 
 
 class RemovableHandle:
-    """What ``register_forward_hook`` returns: ``remove()`` takes the hook out again."""
+    """What ``register_forward_hook`` and its kin return: ``remove()`` takes the hook out again."""
 
     _next_id = 0
 
@@ -62,6 +63,20 @@ class RemovableHandle:
 
     def __exit__(self, *exc):
         self.remove()
+
+
+_global_backward_hooks: OrderedDict = OrderedDict()  # torch.nn.modules.module's hooks on every module
+_global_backward_pre_hooks: OrderedDict = OrderedDict()
+
+
+def register_module_full_backward_hook(hook) -> RemovableHandle:
+    """A full backward hook on every module, run before each module's own."""
+    return _registered(_global_backward_hooks, hook, False)
+
+
+def register_module_full_backward_pre_hook(hook) -> RemovableHandle:
+    """A backward pre-hook on every module, run before each module's own."""
+    return _registered(_global_backward_pre_hooks, hook, False)
 
 
 class _IncompatibleKeys(namedtuple("_IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -85,25 +100,32 @@ class Module:
             raise TypeError(f"{type(self).__name__}.__init__() takes no arguments")
         for name, value in (("training", True), ("_parameters", OrderedDict()), ("_buffers", OrderedDict()),
                             ("_non_persistent", set()), ("_modules", OrderedDict()),
-                            ("_forward_pre_hooks", OrderedDict()), ("_forward_hooks", OrderedDict())):
+                            ("_forward_pre_hooks", OrderedDict()), ("_forward_hooks", OrderedDict()),
+                            ("_backward_pre_hooks", OrderedDict()), ("_backward_hooks", OrderedDict())):
             object.__setattr__(self, name, value)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
-        if not self._forward_pre_hooks and not self._forward_hooks:  # (a model's every call: no lists made)
+        if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or self._backward_pre_hooks
+                or _global_backward_hooks or _global_backward_pre_hooks):  # (a model's every call: no lists made)
             return self.forward(*args, **kwargs)
+        full = [*_global_backward_hooks.values(), *self._backward_hooks.values()]
+        pre = [*_global_backward_pre_hooks.values(), *self._backward_pre_hooks.values()]
         for hook in list(self._forward_pre_hooks.values()):
             changed = hook(self, args)
             if changed is not None:
                 args = changed if isinstance(changed, tuple) else (changed,)
+        backward_hook = BackwardHook(self, full, pre) if full or pre else None
+        if backward_hook is not None:  # the arguments' gradients pass a hook (symgrad.nn.backward_hooks)
+            args = backward_hook.wrap_inputs(args)
         result = self.forward(*args, **kwargs)
         for hook in list(self._forward_hooks.values()):
             changed = hook(self, args, result)
             if changed is not None:
                 result = changed
-        return result
+        return result if backward_hook is None else backward_hook.wrap_outputs(result)
 
     # ------------------------------------------------------------------ registration
 
@@ -185,6 +207,16 @@ class Module:
         handle = RemovableHandle(self._forward_hooks)
         self._forward_hooks[handle.id] = hook
         return handle
+
+    def register_full_backward_hook(self, hook, prepend: bool = False) -> RemovableHandle:
+        """``hook(module, grad_input, grad_output)`` runs once the gradients w.r.t. the module's
+        positional tensor arguments are computed; a tuple it returns replaces ``grad_input``."""
+        return _registered(self._backward_hooks, hook, prepend)
+
+    def register_full_backward_pre_hook(self, hook, prepend: bool = False) -> RemovableHandle:
+        """``hook(module, grad_output)`` runs once the gradients w.r.t. the module's results are
+        computed; a tuple it returns replaces ``grad_output``."""
+        return _registered(self._backward_pre_hooks, hook, prepend)
 
     # ------------------------------------------------------------------ walking
 
@@ -369,6 +401,14 @@ class Module:
         if not self._modules:
             return f"{type(self).__name__}({', '.join(lines) if len(lines) <= 1 else chr(10).join(lines)})"
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+def _registered(table: OrderedDict, hook, prepend: bool) -> RemovableHandle:
+    handle = RemovableHandle(table)
+    table[handle.id] = hook
+    if prepend:
+        table.move_to_end(handle.id, last=False)
+    return handle
 
 
 def _forget(name: str, *tables) -> None:
