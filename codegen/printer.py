@@ -23,7 +23,9 @@ ELEMENTWISE = {
     "isnan": "jnp.isnan", "isinf": "jnp.isinf", "isfinite": "jnp.isfinite", "logical_not": "jnp.logical_not",
     "logical_and": "jnp.logical_and", "logical_or": "jnp.logical_or", "logical_xor": "jnp.logical_xor",
     "remainder": "jnp.remainder", "maximum": "jnp.maximum", "minimum": "jnp.minimum", "floor_divide": "jnp.floor_divide",
-    "root": "jnp.sqrt",
+    "root": "jnp.sqrt", "asin": "jnp.arcsin", "acos": "jnp.arccos", "asinh": "jnp.arcsinh", "acosh": "jnp.arccosh",
+    "atanh": "jnp.arctanh", "atan2": "jnp.arctan2", "fmod": "jnp.fmod", "hypot": "jnp.hypot",
+    "copysign": "jnp.copysign", "signbit": "jnp.signbit",
 }
 
 DTYPES = {"float16": "jnp.float16", "float32": "jnp.float32", "float64": "jnp.float64",
@@ -152,6 +154,18 @@ class JaxPrinter(StrPrinter):
         lo = "None" if lo == -sp.oo else self._print(lo)
         hi = "None" if hi == sp.oo else self._print(hi)
         return f"jnp.clip({self._print(x)}, {lo}, {hi})"
+
+    def _print_div_floor(self, expr):  # a zero quotient takes the sign of a / b, as in PyTorch's kernel
+        a, b = (self._print(x) for x in expr.args)
+        return f"jnp.where(jnp.floor_divide({a}, {b}) == 0, jnp.copysign(0.0, ({a}) / ({b})), jnp.floor_divide({a}, {b}))"
+
+    def _print_trunc_divide(self, expr):  # integers: a - fmod(a, b) is a multiple of b
+        a, b = (self._print(x) for x in expr.args)
+        return f"((({a}) - jnp.fmod({a}, {b})) // ({b}))"
+
+    def _print_xlogy(self, expr):  # not jax.scipy.special.xlogy, which is 0 at x = 0 even for a NaN y
+        x, y = (self._print(a) for a in expr.args)
+        return f"jnp.where(jnp.isnan({y}), {y}, jnp.where(({x}) == 0, 0.0, ({x}) * jnp.log({y})))"
 
     def _print_exact_difference(self, expr):
         a, b = (self._print(x) for x in expr.args)
@@ -354,7 +368,7 @@ def to_jax(expr) -> str:
 
 
 _BOOLEAN_HEADS = frozenset({"greater", "greater_equal", "less", "less_equal", "not_equal", "isnan", "isinf",
-                            "isfinite", "logical_not", "logical_and", "logical_or", "logical_xor"})
+                            "isfinite", "signbit", "logical_not", "logical_and", "logical_or", "logical_xor"})
 
 
 def _typed_by_a_symbol(expr) -> bool:

@@ -11,6 +11,7 @@ nodes keep the old values, so without the check it would quietly differentiate w
 """
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 
@@ -64,29 +65,114 @@ def viewed(parent, child, step):
 
 def root_of(tensor):
     """The tensor whose storage a view of views aliases, through views only (``_base``): None
-    for a tensor that is not a view."""
+    for a tensor that is not a view.  A tensor laid out again in place stands for its hidden
+    former self (``relaid``)."""
     view = tensor._view
     if view is None or view[1] in (DETACH, DATA):
         return None
     base = view[0]
     while base._view is not None and base._view[1] not in (DETACH, DATA):
         base = base._view[0]
-    return base
+    successor = _successors.get(id(base))
+    successor = None if successor is None else successor()
+    if successor is not None:
+        base = successor
+    return None if base is tensor else base
+
+
+_successors = {}  # id of a hidden former self -> (a weak reference to) the tensor laid out again in its place
+
+
+def relaid(tensor, step) -> None:
+    """``tensor`` keeps its identity but changes its layout in place (``t_()``): a hidden tensor
+    takes its former place in the storage (its node, what it was a view of, its views), and
+    ``tensor`` becomes a view of that through ``step``; the caller gives ``tensor`` its new node."""
+    former = tensor.__class__.__new__(tensor.__class__)
+    former._node, former._grad, former._view = tensor._node, None, tensor._view
+    former._inference, former._storage = tensor._inference, storage_of(tensor)
+    members = former._storage.members
+    members[:] = [weakref.ref(former) if m() is tensor else m for m in members]
+    for member in former._storage.live():
+        if member._view is not None and member._view[0] is tensor:
+            member._view = (former, *member._view[1:])
+    _successors[id(former)] = weakref.ref(tensor)
+    weakref.finalize(former, _successors.pop, id(former), None)
+    tensor._view = None
+    viewed(former, tensor, step)
 
 
 def positions(tensor) -> np.ndarray:
     """Where each element of ``tensor`` sits in its storage: the flat indices of its root, taken
-    through the same view steps (each view op's ``reference`` on an index array)."""
+    through the same view steps (each view op's ``reference`` on an index array).  Read-only."""
+    return _positions(*_steps(tensor))
+
+
+def _steps(tensor):
+    """The shape of the tensor a view was made from, and the view steps from there (oldest first)."""
     steps = []
     while tensor._view is not None:
         parent, step, _ = tensor._view
         if step not in (DETACH, DATA):
             steps.append(step)
         tensor = parent
-    where = np.arange(math.prod(tensor.shape)).reshape(tensor.shape)
-    for op, attrs in reversed(steps):
+    return tensor._node.shape, tuple(reversed(steps))
+
+
+@functools.lru_cache(maxsize=1024)  # a loop reshapes the same kind of view every step
+def _positions(shape, steps) -> np.ndarray:
+    where = np.arange(math.prod(shape)).reshape(shape)
+    for op, attrs in steps:
         where = np.asarray(op.reference(where, *attrs))
+    where.flags.writeable = False
     return where
+
+
+def in_order(tensor) -> bool:
+    """Whether the elements sit in storage in order, one after another (PyTorch's ``is_contiguous``):
+    a fresh tensor's do, a transpose's, an expand's or a step slice's do not."""
+    return tensor._view is None or _in_order(*_steps(tensor))
+
+
+@functools.lru_cache(maxsize=1024)
+def _in_order(root, steps) -> bool:
+    where = _positions(root, steps).reshape(-1)
+    return bool((where == where[:1] + np.arange(where.size)).all())
+
+
+def viewable(tensor, shape) -> bool:
+    """Whether ``tensor`` can be viewed in ``shape`` without a copy, as PyTorch decides it
+    (``view`` refuses otherwise, ``reshape`` copies): each run of dims the new shape splits or
+    merges must be laid out evenly in memory."""
+    return tensor._view is None or _viewable(*_steps(tensor), tuple(shape))
+
+
+@functools.lru_cache(maxsize=1024)
+def _viewable(root, steps, shape) -> bool:
+    where = _positions(root, steps)
+    if where.size <= 1:
+        return True
+    sizes, strides, stride = where.shape, [0] * where.ndim, 1
+    for d in reversed(range(where.ndim)):  # a dim of size 1 takes the stride it would have in order
+        step = where[(0,) * d + (1,) + (0,) * (where.ndim - d - 1)] - where.flat[0] if sizes[d] > 1 else stride
+        strides[d], stride = int(step), int(step) * sizes[d]
+    return _view_strides(sizes, strides, shape)
+
+
+def _view_strides(sizes, strides, shape) -> bool:
+    """PyTorch's rule (computeStride): going from the last dim, dims that are contiguous with each
+    other form a chunk, and the new shape must cover each chunk with whole dims."""
+    view_d, chunk_stride, tensor_numel, view_numel = len(shape) - 1, strides[-1] if strides else 1, 1, 1
+    for d in reversed(range(len(sizes))):
+        tensor_numel *= sizes[d]
+        if d == 0 or (sizes[d - 1] != 1 and strides[d - 1] != tensor_numel * chunk_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or shape[view_d] == 1):
+                view_numel *= shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return False
+            if d > 0:
+                chunk_stride, tensor_numel, view_numel = strides[d - 1], 1, 1
+    return view_d == -1
 
 
 def partly_shared(target, operand, region=None) -> bool:
@@ -156,9 +242,9 @@ SAVES_RESULT = frozenset({"exp", "exp2", "expm1", "sigmoid", "tan", "tanh", "rel
 SAVES_BOTH = frozenset({"max", "min", "cumprod", "prod", "logsumexp", "vector_norm"})
 # ...that keep their index or mask (an integer or bool input) to send the gradient back
 INDEXED = frozenset({"take", "gather", "scatter", "index_select", "index_fill", "masked_fill", "masked_select", "put",
-                     "embedding", "where"})
+                     "embedding", "where", "put_at", "masked_scatter"})
 # ...that keep tensors other than their inputs: the indices they computed, a number as a tensor (p - lr * g)
-KEEPS_OTHERS = frozenset({"sort", "max_dim", "min_dim", "sgd_update"})
+KEEPS_OTHERS = frozenset({"sort", "max_dim", "min_dim", "median_dim", "sgd_update"})
 # ...whose gradient reads no tensor (zeros, the cotangent as it is, or a Python number)
 SAVES_NOTHING = frozenset({"floor", "ceil", "round", "round_decimals", "trunc", "frac", "sign", "floor_divide",
                            "cumsum", "div_scalar"})
@@ -177,7 +263,8 @@ def keeps_tensors(node) -> bool:
 
 def _saves_nothing(node) -> bool:
     name = node.op.name
-    return not node.op.saves or name in SAVES_NOTHING or name == "lerp" and node.inputs[2].op is CONST  # LerpBackward0
+    return (not node.op.saves or name in SAVES_NOTHING or name == "lerp" and node.inputs[2].op is CONST  # LerpBackward0
+            or name == "adaptive_avg_pool2d" and node.attrs[0] == (1, 1))  # PyTorch's mean over the plane
 
 
 def _saves_output(node) -> bool:
@@ -190,6 +277,8 @@ def saves_input(node, position: int) -> bool:
     op = node.op
     if op.name in INDEXED and not node.inputs[position].dtype.is_floating_point:
         return True
+    if op.name == "put_at":  # index_add_ and put_ keep the source (its shape), index_put_ the indices only
+        return position == 1 and node.attrs[-1] != "IndexPutBackward0"
     if op.name == "pad":  # only reflecting and replicating read the input again
         return node.attrs[0] in ("reflect", "replicate")
     if _saves_nothing(node) or op.name in SAVES_RESULT or op.name in KEEPS_OTHERS or op.name == "embedding":

@@ -21,6 +21,8 @@ def draw(domain: str, shape, rng, at_kinks: bool = False) -> np.ndarray:
         return rng.uniform(0.5, 2.0, size=shape)
     if domain == "nonzero":
         return rng.choice([-1.0, 1.0], size=shape) * rng.uniform(0.5, 2.0, size=shape)
+    if domain == "above_one":
+        return rng.uniform(1.1, 3.0, size=shape)
     if domain == "unit":
         return rng.uniform(0.1, 0.9, size=shape)
     if domain == "kinked" and at_kinks:

@@ -194,7 +194,18 @@ def expanded_views_filled(T):
                 versions=(a._version, b._version, e._version))
 
 
-SCENARIOS = [expanded_views_filled, tensors_filled_alike_are_apart, einsum_that_sums_nothing_is_a_view, activations_in_place, slice_of_a_result_written, base_written_views_see_it, writes_through_views_without_grad,
+def plane_mean_pool_keeps_nothing(T):
+    """``adaptive_avg_pool2d`` to (1, 1) is PyTorch's mean, which keeps no input: a write after it
+    does not refuse the backward (random-programs fuzzer, session 27); other sizes keep it."""
+    x = T.ones(2, 5, 5, requires_grad=True)
+    pooled = T.nn.functional.adaptive_avg_pool2d(x, (1, 1))
+    with T.no_grad():
+        x += 2.0
+    (pooled * T.tensor([[[2.0]], [[-1.0]]])).sum().backward()
+    return dict(grad=x.grad, pooled=pooled)
+
+
+SCENARIOS = [plane_mean_pool_keeps_nothing, expanded_views_filled, tensors_filled_alike_are_apart, einsum_that_sums_nothing_is_a_view, activations_in_place, slice_of_a_result_written, base_written_views_see_it, writes_through_views_without_grad,
              detach_and_data_share_storage, detached_view_written, view_written_with_history, diagonal_written_with_history,
              no_grad_write_into_a_view_of_a_parameter, a_module_state_dict_shares_its_parameters,
              saved_values_untouched]

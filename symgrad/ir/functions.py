@@ -284,10 +284,11 @@ class masked(select):
     zero branch too.  A select's branches each take the cotangent (``where``'s backward)."""
 
 
-def _flat(name: str, numeric, nargs: int = 1, doc: str = ""):
+def _flat(name: str, numeric, nargs: int = 1, doc: str = "", code: str | None = None):
     """A head whose derivative is zero wherever it is defined (PyTorch's subgradient at its jumps):
-    rounding, signs, tests and logic.  ``numeric`` folds constants (NumPy's, so NaN folds too)."""
-    code = f"{{{name}}}({', '.join('{%s}' % a for a in 'ab'[:nargs])})"  # NumPy's function of that name
+    rounding, signs, tests and logic.  ``numeric`` folds constants (NumPy's, so NaN folds too);
+    ``code`` is its array_code where NumPy has no function of its name."""
+    code = code or f"{{{name}}}({', '.join('{%s}' % a for a in 'ab'[:nargs])})"  # NumPy's function of that name
     return type(name, (_RealFunction,), {"nargs": nargs, "numeric": staticmethod(numeric), "__doc__": doc,
                                          "fdiff": lambda self, argindex=1: sp.S.Zero, "zero_gradient": True,
                                          "array_code": code})
@@ -301,6 +302,7 @@ sign = _flat("sign", np.sign)
 isnan = _flat("isnan", np.isnan)
 isinf = _flat("isinf", np.isinf)
 isfinite = _flat("isfinite", np.isfinite)
+signbit = _flat("signbit", np.signbit, doc="The sign bit: true at -0.0 and at a NaN whose bit is set.")
 logical_not = _flat("logical_not", np.logical_not)
 logical_and = _flat("logical_and", np.logical_and, 2)
 logical_or = _flat("logical_or", np.logical_or, 2)
@@ -308,8 +310,21 @@ logical_xor = _flat("logical_xor", np.logical_xor, 2)
 floor_divide = _flat("floor_divide", np.floor_divide, 2, doc="floor(a / b) as Python's // (NaN at inf).")
 
 
+def _div_floor(a, b):
+    with np.errstate(all="ignore"):
+        quotient = np.floor_divide(np.float64(a), np.float64(b))
+        return np.copysign(0.0, np.float64(a) / b) if quotient == 0 else quotient
+
+
+div_floor = _flat("div_floor", _div_floor, 2, code="{where}({floor_divide}({a}, {b}) == 0, {copysign}(0.0, {a} / {b}), "
+                                                    "{floor_divide}({a}, {b}))",
+                  doc="PyTorch's floor division of floats: Python's //, and a zero quotient takes the sign of a / b.")
+trunc_divide = _flat("trunc_divide", lambda a, b: np.trunc(a / b), 2, code="(({a} - {fmod}({a}, {b})) // {b})",
+                     doc="C's integer division, toward zero (a - fmod(a, b) is a multiple of b: // is exact).")
+
+
 class remainder(_RealFunction):
-    """Python's ``a % b`` (the sign of b), as torch.remainder; d/db is -floor(a / b)."""
+    """Python's ``a % b`` (the sign of b), as torch.remainder; d/db is -floor(a / b) (PyTorch's div_floor)."""
 
     array_code = "{remainder}({a}, {b})"
     nargs = 2
@@ -317,7 +332,7 @@ class remainder(_RealFunction):
 
     def fdiff(self, argindex=1):
         a, b = self.args
-        return sp.S.One if argindex == 1 else -floor_divide(a, b)
+        return sp.S.One if argindex == 1 else -div_floor(a, b)
 
 
 class clamp(_RealFunction):
@@ -433,10 +448,88 @@ class root(_RealFunction):
         return select(equal(self, 0), sp.S.Zero, 1 / (2 * self))
 
 
+class atan2(_RealFunction):
+    """The angle of (x, y) = (b, a), with PyTorch's gradient: (b, -a) / (a^2 + b^2), and 0 where
+    that sum is 0 (PyTorch zeroes an infinite reciprocal), not SymPy's 0/0."""
+
+    array_code = "{arctan2}({a}, {b})"
+    nargs = 2
+    numeric = staticmethod(math.atan2)
+
+    def fdiff(self, argindex=1):
+        a, b = self.args
+        squares = a ** 2 + b ** 2
+        reciprocal = select(equal(squares, 0), sp.S.Zero, 1 / squares)
+        return b * reciprocal if argindex == 1 else -a * reciprocal
+
+
+class fmod(_RealFunction):
+    """C's fmod (the sign of a), as torch.fmod; d/db is -trunc(a / b), PyTorch's."""
+
+    array_code = "{fmod}({a}, {b})"
+    nargs = 2
+    numeric = staticmethod(np.fmod)
+
+    def fdiff(self, argindex=1):
+        a, b = self.args
+        return sp.S.One if argindex == 1 else -trunc(a / b)
+
+
+class hypot(_RealFunction):
+    """sqrt(a^2 + b^2) without overflow in between; PyTorch's gradient (a, b) / hypot (NaN at 0, 0)."""
+
+    array_code = "{hypot}({a}, {b})"
+    nargs = 2
+    numeric = staticmethod(np.hypot)
+
+    def fdiff(self, argindex=1):
+        return self.args[argindex - 1] / self
+
+
+class copysign(_RealFunction):
+    """|a| with the sign bit of b; PyTorch's gradient: copysign(a, b) / a for a, 0 where a is 0,
+    and none for b."""
+
+    array_code = "{copysign}({a}, {b})"
+    nargs = 2
+    numeric = staticmethod(np.copysign)
+
+    def fdiff(self, argindex=1):
+        a = self.args[0]
+        return select(equal(a, 0), sp.S.Zero, self / a) if argindex == 1 else sp.S.Zero
+
+
+class xlogy(_RealFunction):
+    """x log(y), 0 where x is 0 and NaN where y is NaN (PyTorch's order of tests), with PyTorch's
+    gradients: log(y) but 0 where x is 0 and y <= 0 (inf at 0, inf; NaN at a NaN y), and x / y."""
+
+    array_code = "{where}({isnan}({b}), {b}, {where}({a} == 0, 0.0, {a} * {log}({b})))"
+    nargs = 2
+
+    @staticmethod
+    def numeric(x, y):
+        with np.errstate(all="ignore"):
+            return y if math.isnan(y) else 0.0 if x == 0 else x * np.log(np.float64(y))
+
+    def fdiff(self, argindex=1):
+        x, y = self.args
+        if argindex == 2:
+            return x / y
+        return select(equal(x, 0) * less_equal(y, 0), sp.S.Zero, sp.log(y))
+
+
+class acosh(sp.acosh):
+    """SymPy's acosh with PyTorch's derivative 1/sqrt(x^2 - 1), which is a number at x <= -1
+    (where SymPy's 1/(sqrt(x - 1) sqrt(x + 1)) is NaN); the value there is NaN in both."""
+
+    def fdiff(self, argindex=1):
+        return 1 / sp.sqrt(self.args[0] ** 2 - 1)
+
+
 ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, softplus_kernel, binary_cross_entropy, binary_cross_entropy_with_logits, step, relu, equal, greater, greater_equal, less,
-                         less_equal, not_equal, select, masked, floor, ceil, rint, trunc, sign, isnan, isinf, isfinite,
-                         logical_not, logical_and, logical_or, logical_xor, floor_divide, remainder, clamp,
-                         maximum, minimum, hardtanh, hardswish, exact_difference, rerouted, root)
+                         less_equal, not_equal, select, masked, floor, ceil, rint, trunc, sign, isnan, isinf, isfinite, signbit,
+                         logical_not, logical_and, logical_or, logical_xor, floor_divide, div_floor, trunc_divide, remainder, clamp,
+                         maximum, minimum, hardtanh, hardswish, exact_difference, rerouted, root, atan2, fmod, hypot, copysign, xlogy)
 
 
 # ---------------------------------------------------------------------------- structural

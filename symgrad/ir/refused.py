@@ -19,3 +19,10 @@ class Underivable(Structural):
 
     def vjp(self, p, g, out):
         raise RuntimeError(f"derivative for aten::{self.args[1]} is not implemented")
+
+
+class UnderivableInPlace(Underivable):
+    """PyTorch's in-place spellings whose backward it never wrote (``asinh_``: AsinhBackward1)."""
+
+    def vjp(self, p, g, out):
+        raise NotImplementedError(f"the derivative for 'inplace version of {self.args[1]}' is not implemented.")

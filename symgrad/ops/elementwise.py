@@ -10,9 +10,10 @@ import sympy as sp
 
 from symgrad import dtypes, engine, ir
 from symgrad.ir import broadcast_shapes, ieee
-from symgrad.ir.functions import floor_divide as _floor_divide
+from symgrad.ir import functions as F
 from symgrad.ir.refused import Underivable
 from symgrad.nodes import CONST, priority
+from symgrad.ops.positions import nonzero
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import Tensor, apply
 
@@ -235,21 +236,76 @@ def mul(input, other):
     return apply(MUL, input, other)
 
 
-@DIV.publish(Names(function=("div",), method=("div", "__truediv__"), inplace=("div_", "__itruediv__")))
-def div(input, other):
+ROUNDING_MODES = (None, "trunc", "floor")
+
+
+def _rounded_quotient(p, node, a, b, mode):
+    """``a / b`` rounded as PyTorch's kernels do: floats divide, then round (floor: Python's //);
+    integers divide exactly (floor_divide, trunc_divide), in the result's dtype."""
+    a, b = (p.astype(x, node.dtype.name) for x in (a, b))
+    if node.dtype.is_floating_point:
+        head = F.div_floor if mode == "floor" else lambda a, b: F.trunc(a / b)
+    else:
+        head = F.floor_divide if mode == "floor" else F.trunc_divide
+    return p.assign(ieee.unevaluated(head, a, b), node.shape, node.dtype.name, f"div_{mode}")
+
+
+def _infer_rounded_division(nodes, mode):
+    if mode is None:
+        return infer_elementwise(nodes, float_result=True)
+    if all(n.dtype is dtypes.bool_ for n in nodes):
+        raise NotImplementedError(f'"div_{mode}_cpu" not implemented for \'Bool\'')
+    return infer_elementwise(nodes)
+
+
+def _build_rounded_division(p, node, a, b):
+    mode = node.attrs[0]
+    if mode is None:
+        return DIV.build(p, node, a, b)
+    return _rounded_quotient(p, node, a, b, mode)
+
+
+def _rounded_reference(a, b, mode):
+    if mode is None:
+        return jnp.true_divide(a, b)
+    return jnp.floor_divide(a, b) if mode == "floor" else jnp.trunc(a / b)
+
+
+# ``torch.div(a, b, rounding_mode=...)``, even None: PyTorch's overload with the argument (DivBackward2),
+# whose gradient is zero when the quotient is rounded.
+DIV_ROUNDED = register(Op("div_rounded", "DivBackward2", _infer_rounded_division, _build_rounded_division,
+                          reference=_rounded_reference, elementwise=True, domain=("real", "nonzero"),
+                          torch_fn=lambda t, a, b, mode: t.div(a, b, rounding_mode=mode),
+                          examples=(Example(((3, 4), (3, 4)), ("floor",)), Example(((3, 4), (4,)), ("trunc",)),
+                                    Example(((5,), ()), (None,)), Example(((5,), ()), ("floor",), scalars={1: -0.7}))))
+_ABSENT = object()  # rounding_mode not given: torch.div(a, b) is DivBackward0, rounding_mode=None DivBackward2
+
+
+@DIV.publish(Names(function=("div", "divide"), method=("div", "divide", "__truediv__"),
+                   inplace=("div_", "divide_", "__itruediv__")))
+def div(input, other, *, rounding_mode=_ABSENT):
+    """True division, or with ``rounding_mode`` 'trunc' or 'floor' the quotient rounded (an integer
+    stays an integer, and integer division by zero raises PyTorch's error)."""
+    if rounding_mode is _ABSENT:
+        return apply(DIV, input, other)
+    if rounding_mode not in ROUNDING_MODES:
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                           f"'{rounding_mode}'")
+    return refuse_integer_zero_division(apply(DIV_ROUNDED, input, other, attrs=(rounding_mode,)), other)
+
+
+@DIV.publish(Names(function=("true_divide",), method=("true_divide",), inplace=("true_divide_",)))
+def true_divide(input, other):
     return apply(DIV, input, other)
 
 
 def _infer_floor_divide(nodes):
-    if all(n.dtype is dtypes.bool_ for n in nodes):
-        raise NotImplementedError('"div_floor_cpu" not implemented for \'Bool\'')
-    return infer_elementwise(nodes)
+    return _infer_rounded_division(nodes, "floor")
 
 
 def _build_floor_divide(p, node, a, b):
     """Python's ``//`` (the floor of the quotient), whose gradient PyTorch refuses (Underivable)."""
-    a, b = (p.astype(x, node.dtype.name) for x in (a, b))
-    quotient = p.assign(ieee.unevaluated(_floor_divide, a, b), node.shape, node.dtype.name, "floor_divide")
+    quotient = _rounded_quotient(p, node, a, b, "floor")
     return p.assign(Underivable(quotient, sp.Symbol("floor_divide")), node.shape, node.dtype.name, "floor_divide")
 
 
@@ -321,7 +377,13 @@ WHERE = register(Op("where", "WhereBackward0", _infer_where,
 
 
 @WHERE.publish(Names(function=("where",)))
-def where(condition, input, other):
+def where(condition, input=None, other=None):
+    """``where(condition)`` alone is ``nonzero(condition, as_tuple=True)``, as PyTorch's."""
+    if input is None and other is None:
+        return nonzero(condition, as_tuple=True)
+    if input is None or other is None:
+        raise TypeError("where() received an invalid combination of arguments: expected (condition) or "
+                        "(condition, input, other)")
     return apply(WHERE, condition, input, other)
 
 

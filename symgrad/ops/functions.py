@@ -12,8 +12,8 @@ import sympy as sp
 from sympy.codegen.cfunctions import exp2, expm1, log1p, log2, log10
 
 from symgrad import dtypes, ir
-from symgrad.ir import ieee
-from symgrad.ir.refused import Underivable
+from symgrad.ir import functions as ir_functions, ieee
+from symgrad.ir.refused import Underivable, UnderivableInPlace
 from symgrad.nodes import CONST
 from symgrad.ops.elementwise import (BINARY, elementwise, infer_elementwise, public_names, refuse_integer_zero_division,
                                      refuse_kernel)
@@ -43,6 +43,132 @@ LOG10 = elementwise("log10", "Log10Backward0", log10, float_result=True, referen
                     torch_fn=lambda t, a: t.log10(a), domain=POSITIVE, names=public_names("log10"))
 ERF = elementwise("erf", "ErfBackward0", sp.erf, float_result=True, reference=jax.scipy.special.erf,
                   torch_fn=lambda t, a: t.erf(a), names=public_names("erf"))
+
+
+def _aliased(name, alias):
+    """PyTorch's two spellings (``asin``, NumPy's ``arcsin``), each a function, method and in-place method."""
+    return Names(function=(name, alias), method=(name, alias), inplace=(f"{name}_", f"{alias}_"))
+
+
+UNIT = ("unit",)
+ASIN = elementwise("asin", "AsinBackward0", sp.asin, float_result=True, reference=jnp.arcsin,
+                   torch_fn=lambda t, a: t.asin(a), domain=UNIT, names=_aliased("asin", "arcsin"))
+ACOS = elementwise("acos", "AcosBackward0", sp.acos, float_result=True, reference=jnp.arccos,
+                   torch_fn=lambda t, a: t.acos(a), domain=UNIT, names=_aliased("acos", "arccos"))
+ATAN = elementwise("atan", "AtanBackward0", sp.atan, float_result=True, reference=jnp.arctan,
+                   torch_fn=lambda t, a: t.atan(a), names=_aliased("atan", "arctan"))
+SINH = elementwise("sinh", "SinhBackward0", sp.sinh, float_result=True, reference=jnp.sinh,
+                   torch_fn=lambda t, a: t.sinh(a), names=public_names("sinh"))
+COSH = elementwise("cosh", "CoshBackward0", sp.cosh, float_result=True, reference=jnp.cosh,
+                   torch_fn=lambda t, a: t.cosh(a), names=public_names("cosh"))
+
+
+def _inverse_hyperbolic(name, alias, form, reference, domain=("real",)):
+    """PyTorch records ``asinh_`` and its kin apart from ``asinh``, as AsinhBackward1, whose backward
+    raises: the in-place spellings are an entry of their own, the same value with no derivative."""
+    backward = f"{name.capitalize()}Backward"
+    op = elementwise(name, f"{backward}0", form, float_result=True, reference=reference, domain=domain,
+                     torch_fn=lambda t, a: getattr(t, name)(a),
+                     names=Names(function=(name, alias), method=(name, alias)))
+
+    def build(p, node, a):
+        value = op.build(p, node, a)
+        return p.assign(UnderivableInPlace(value, sp.Symbol(name)), node.shape, node.dtype.name, name)
+
+    written = register(Op(f"{name}_", f"{backward}1", op.infer, build))
+    written.publish(Names(inplace=(f"{name}_", f"{alias}_")))(lambda input: apply(written, input))
+    return op, written
+
+
+ASINH, ASINH_ = _inverse_hyperbolic("asinh", "arcsinh", sp.asinh, jnp.arcsinh)
+ACOSH, ACOSH_ = _inverse_hyperbolic("acosh", "arccosh", ir_functions.acosh, jnp.arccosh, ("above_one",))
+ATANH, ATANH_ = _inverse_hyperbolic("atanh", "arctanh", sp.atanh, jnp.arctanh, UNIT)
+ATAN2 = elementwise("atan2", "Atan2Backward0", ir_functions.atan2, float_result=True, reference=jnp.arctan2,
+                    torch_fn=lambda t, a, b: t.atan2(a, b), examples=BINARY[:4])
+
+
+def _tensors_only(name, input, other):
+    """PyTorch's binary functions that take no Python number on either side (atan2, hypot)."""
+    for position, (role, value) in enumerate((("input", input), ("other", other))):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{name}(): argument '{role}' (position {position + 1}) must be Tensor, "
+                            f"not {type(value).__name__}")
+
+
+@ATAN2.publish(_aliased("atan2", "arctan2"))
+def atan2(input, other):
+    _tensors_only("atan2", input, other)
+    return apply(ATAN2, input, other)
+
+
+def _refuse_non_float(kernel):
+    """PyTorch's kernel runs on the promoted dtype and has loops for floats only."""
+    def refuse(nodes):
+        dtype = infer_elementwise(nodes)[1]
+        if not dtype.is_floating_point:
+            raise NotImplementedError(f'"{kernel}" not implemented for \'{dtypes.torch_name(dtype)}\'')
+    return refuse
+
+
+HYPOT = elementwise("hypot", "HypotBackward0", ir_functions.hypot, reference=jnp.hypot, examples=BINARY[:4],
+                    refuse=_refuse_non_float("hypot_cpu"), torch_fn=lambda t, a, b: t.hypot(a, b))
+
+
+@HYPOT.publish(public_names("hypot"))
+def hypot(input, other):
+    _tensors_only("hypot", input, other)
+    return apply(HYPOT, input, other)
+
+
+FMOD = elementwise("fmod", lambda nodes: "FmodBackward0" if nodes[1].op is CONST else "FmodBackward1",
+                   ir_functions.fmod, reference=jnp.fmod, domain=("real", "nonzero"),
+                   refuse=lambda nodes: _refuse_bool_kernel("fmod_cpu", nodes), torch_fn=lambda t, a, b: t.fmod(a, b),
+                   examples=BINARY[:3] + (Example(((5,), ()), scalars={1: -1.5}),))
+
+
+@FMOD.publish(public_names("fmod"))
+def fmod(input, other):
+    """C's remainder (the sign of input); an integer one by zero raises PyTorch's error."""
+    return refuse_integer_zero_division(apply(FMOD, input, other), other)
+
+
+COPYSIGN = elementwise("copysign", lambda nodes: "CopysignBackward1" if nodes[1].op is CONST else "CopysignBackward0",
+                       ir_functions.copysign, float_result=True,
+                       reference=jnp.copysign, torch_fn=lambda t, a, b: t.copysign(a, b), domain=("real", "nonzero"),
+                       names=public_names("copysign"))
+
+
+def _nan_ignoring(name, prefers):
+    """``fmax``/``fmin``: ``input`` where it ``prefers`` over other or other is NaN (a tie goes to input,
+    value and gradient, as PyTorch's), else ``other``: NaN only where both are."""
+    op = elementwise(name, f"{name.capitalize()}Backward0",
+                     lambda a, b: ir.select(ir.logical_or(prefers(a, b), ir.isnan(b)), a, b),
+                     reference=getattr(jnp, name), torch_fn=lambda t, a, b: getattr(t, name)(a, b),
+                     examples=BINARY[:4])
+
+    @op.publish(Names(function=(name,), method=(name,)))
+    def function(input, other):
+        _tensors_only(name, input, other)
+        return apply(op, input, other)
+
+    function.__name__ = function.__qualname__ = name
+    return op
+
+
+FMAX = _nan_ignoring("fmax", ir.greater_equal)
+FMIN = _nan_ignoring("fmin", ir.less_equal)
+
+
+def _xlogy_name(nodes):
+    x, y = nodes
+    return "XlogyBackward1" if x.op is CONST else "XlogyBackward2" if y.op is CONST else "XlogyBackward0"
+
+
+XLOGY = elementwise("xlogy", _xlogy_name, ir_functions.xlogy, float_result=True,
+                    reference=jax.scipy.special.xlogy, torch_fn=lambda t, a, b: t.xlogy(a, b),
+                    domain=("real", "positive"), examples=BINARY[:3] + (Example(((4,), ()), scalars={1: 2.5}),),
+                    names=Names(function=("xlogy",), method=("xlogy",), inplace=("xlogy_",)))
+
 
 SIGN = elementwise("sign", "SignBackward0", ir.sign, reference=jnp.sign, torch_fn=lambda t, a: t.sign(a),
                    examples=ROUNDED)
@@ -91,6 +217,16 @@ def round(input, *, decimals=None):
 def sign(input):
     """PyTorch's sign of a bool tensor is a copy of it (ir.sign subtracts two comparisons)."""
     return apply(SIGN, input) if input.dtype is not dtypes.bool_ else input.clone()
+
+
+# examples=(): PyTorch's gradient here is a ZeroTensor, which the generic tests cannot read (tests/test_math_ops.py).
+SGN = elementwise("sgn", "SgnBackward0", ir.sign, reference=jnp.sign, torch_fn=lambda t, a: t.sgn(a), examples=())
+
+
+@SGN.publish(public_names("sgn"))
+def sgn(input):
+    """sign for real tensors (the complex sgn z/|z| is not symgrad's), recorded as SgnBackward0."""
+    return apply(SGN, input) if input.dtype is not dtypes.bool_ else input.clone()
 
 
 def _refuse_bool_kernel(kernel: str, nodes) -> None:

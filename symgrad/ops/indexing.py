@@ -1,11 +1,12 @@
-"""Advanced indexing and its relatives: ``x[key]`` and ``x[key] = v`` with integer tensors, lists and
-masks, gather, scatter, scatter_add, index_select, masked_fill and masked_select.
+"""Advanced indexing and its relatives: ``x[key]`` and ``x[key] = v`` with integer tensors, lists, ranges
+and masks, gather, scatter, scatter_add, index_select, masked_fill and masked_select.
 
 Index arrays are inputs of the op, not attributes: a loop that indexes with new values each step
 records one node per call and reuses one compiled program.  PyTorch checks index values eagerly,
 so they are read when the op is recorded (a computed index is computed for it, except inside a
 JAX trace) and an out-of-range index raises there, recording nothing.  A mask's result shape
-depends on its values: its positions (``nonzero``) are computed then and become the index arrays.
+depends on its values: its positions (symgrad.ops.positions) are computed then and become the
+index arrays.
 """
 from __future__ import annotations
 
@@ -13,15 +14,17 @@ import warnings
 
 import jax.numpy as jnp
 import numpy as np
+import sympy as sp
 
 from symgrad import dtypes, engine, selection
 from symgrad.inplace import OVERLAP, apply_inplace
 from symgrad.storage import partly_shared
 from symgrad.grad_mode import is_grad_enabled
-from symgrad.ir import broadcast_shapes, index_shape, python_index, select
+from symgrad.ir import broadcast_shapes, ieee, index_shape, python_index, select
 from symgrad.ir import indexing as IX
 from symgrad.nodes import CONST, LEAF, leaf
 from symgrad.ops.dims import dim_index
+from symgrad.ops.positions import positions
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.ops.shape import INDEX
 from symgrad.tensor import Tensor, apply
@@ -41,7 +44,7 @@ def _as_tuple(key) -> tuple:
     if isinstance(key, tuple):
         return key
     if isinstance(key, list) and len(key) < 32 and any(
-            isinstance(k, (Tensor, list, tuple, slice)) or k is None or k is Ellipsis for k in key):
+            isinstance(k, (Tensor, list, tuple, range, slice)) or k is None or k is Ellipsis for k in key):
         warnings.warn(SEQUENCE_AS_TUPLE, UserWarning, stacklevel=4)
         return tuple(key)
     return (key,)
@@ -70,7 +73,7 @@ def _item(k):
         return ("bool", bool(k))
     if isinstance(k, (int, np.integer)):
         return ("int", int(k))
-    if isinstance(k, (list, tuple, np.ndarray)):
+    if isinstance(k, (list, tuple, range, np.ndarray)):
         k = _array_index(np.asarray(k))
     if not isinstance(k, Tensor):
         raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid "
@@ -168,13 +171,9 @@ class Key:
             if n != shape[d + j]:
                 raise IndexError(f"The shape of the mask {list(mask.shape)} at index {j} does not match the shape of "
                                  f"the indexed tensor {list(view)} at index {out_axis + j}")
-        values = _values(mask)
-        if values is None:
-            raise NotImplementedError("symgrad: indexing with a mask inside a traced function (its result's shape "
-                                      "depends on its values)")
-        for j, positions in enumerate(np.nonzero(values)):
+        for j, found in enumerate(positions(mask, "indexing with a mask")):
             self.spec.append((1, 0, shape[d + j], 1))
-            self.indices.append(Tensor(leaf(from_host(positions.astype(np.int64)), dtypes.int64)))
+            self.indices.append(found)
             self.axes.append(out_axis + j)
             self.sizes.append(shape[d + j])
         return d + mask.ndim
@@ -613,13 +612,7 @@ def masked_select(input, mask):
         shape = broadcast_shapes(tuple(mask.shape), tuple(input.shape))
     except ValueError as error:
         raise RuntimeError(str(error)) from None
-    values = _values(mask)
-    if values is None:
-        raise NotImplementedError("symgrad: masked_select inside a traced function (its result's shape depends on "
-                                  "the mask's values)")
-    wide = np.broadcast_to(values, shape).reshape(shape or (1,))
-    positions = [Tensor(leaf(from_host(p.astype(np.int64)), dtypes.int64)) for p in np.nonzero(wide)]
-    return apply(MASKED_SELECT, input, *positions, attrs=(shape,))
+    return apply(MASKED_SELECT, input, *positions(mask, "masked_select", shape), attrs=(shape,))
 
 
 def _build_index_fill(p, node, x, index, value):
@@ -666,3 +659,179 @@ def index_fill(input, dim, index, value):
     if not isinstance(value, Tensor):
         value = dtypes.number_in(value, input.dtype)
     return apply(INDEX_FILL, input, index, value, attrs=(axis,))
+
+
+# ------------------------------------------------- writes that add, and positions in the flat tensor
+
+
+def _build_put_at(p, node, x, v, *indices):
+    """v set (``how`` "set") or added times alpha ("add") at the arrays' positions of x, or of x
+    read as one axis (``flat``: put_, and 0-d tensors)."""
+    axes, how, alpha, flat, _ = node.attrs
+    dtype, shape = node.dtype.name, node.shape
+    if flat or not shape:
+        x = p.reshape(x, (int(np.prod(shape)),))
+        indices = [p.reshape(i, (int(np.prod(n.shape)),)) for i, n in zip(indices, node.inputs[2:])]
+    have = p.shape_of(x)
+    taken = IX.advanced_shape(have, [p.shape_of(i) for i in indices], axes)
+    v = p.reshape(v, taken) if flat or not shape else v
+    v = _fit(p, v, taken, dtype)
+    if how == "set":
+        return p.reshape(IX.put(p, x, v, indices, axes), shape)
+    added = p.assign(IX.TakeAdd(p.materialize(v, taken, dtype), *indices, sp.Tuple(*axes), sp.Tuple(*have)),
+                     have, dtype, "take_add")
+    return p.reshape(p.assign(x + (added if alpha == 1 else ieee.constant(alpha) * added), have, dtype, "added"),
+                     shape)
+
+
+def _reference_put_at(x, v, *args):
+    *indices, axes, how, alpha, flat, _ = args
+    x = jnp.asarray(x)
+    flat = flat or not x.shape
+    at = jnp.ravel(x).at if flat else x.at
+    key = tuple(jnp.ravel(i) for i in indices) if flat else _advanced_key(indices, axes)
+    v = jnp.ravel(v) if flat else v
+    out = at[key].set(v) if how == "set" else at[key].add(alpha * v)
+    return out.reshape(x.shape)
+
+
+def _torch_put_at(t, x, v, *args):
+    *indices, axes, how, alpha, flat, name = args
+    if name == "IndexAddBackward0":
+        return x.index_add(axes[0], indices[0], v, alpha=alpha)
+    if flat:
+        return x.put(indices[0], v, accumulate=how == "add")
+    return x.index_put(tuple(indices), v, accumulate=how == "add")
+
+
+PUT_AT = register(Op("put_at", lambda nodes, axes, how, alpha, flat, name: name,
+                     lambda nodes, *attrs: (nodes[0].shape, nodes[0].dtype), _build_put_at,
+                     reference=_reference_put_at, torch_fn=_torch_put_at,
+                     examples=(Example(((5, 3), (4, 3), (4,)), ((0,), "add", 1, False, "IndexAddBackward0")),
+                               Example(((3, 5), (3, 2), (2,)), ((1,), "add", -2.5, False, "IndexAddBackward0")),
+                               Example(((3, 4), (5,), (5,)), ((0,), "add", 1, True, "PutBackward0")),
+                               Example(((5, 3), (2, 3), (2,)), ((0,), "add", 1, False, "IndexPutBackward0")),
+                               Example(((5, 2), (6, 2), (6,)), ((0,), "add", 1, False, "IndexPutBackward0"))),
+                     domain=("real", "real", "label")))
+
+
+@PUT_AT.publish(Names(function=("index_add",), method=("index_add",), inplace=("index_add_",)))
+def index_add(input, dim, index, source, *, alpha=1):
+    """``source`` times ``alpha`` added at the positions ``index`` gives along ``dim``; a position
+    given twice gets both."""
+    if index.dtype not in (dtypes.int32, dtypes.int64):
+        raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: "
+                           f"{dtypes.torch_name(index.dtype)}")
+    if source.dtype is not input.dtype:
+        raise RuntimeError(f"index_add_(): self ({dtypes.torch_name(input.dtype)}) and source "
+                           f"({dtypes.torch_name(source.dtype)}) must have the same scalar type")
+    if index.ndim > 1:
+        raise IndexError(f"index_add_(): Index is supposed to be a vector, but got dim: {index.ndim} with type: "
+                         f"{dtypes.torch_name(index.dtype)} and size: {list(index.shape)}")
+    axis = dim_index(dim, input.ndim)
+    count, along = index.numel(), (source.shape[axis] if source.ndim else 1)
+    if count != along:
+        raise RuntimeError(f"index_add_(): Number of indices ({count}) should be equal to source.size(dim): "
+                           f"({along}), for dim: {axis}")
+    if source.ndim != input.ndim or any(a != b for d, (a, b) in enumerate(zip(source.shape, input.shape))
+                                        if d != axis):
+        raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the specified dimension. "
+                           f"Got self.shape = {list(input.shape)} source.shape = {list(source.shape)}")
+    _check_in_range(index, axis, input.shape[axis] if input.ndim else 1)
+    return apply(PUT_AT, input, source, index, attrs=((axis,), "add", alpha, False, "IndexAddBackward0"))
+
+
+def _check_flat(name, input, index, source=None):
+    """PyTorch's checks of take and put_: a long index, in range of the flat tensor."""
+    if index.dtype is not dtypes.int64:
+        raise RuntimeError(f"{name}(): Expected a long tensor for index, but got {dtypes.torch_name(index.dtype)}")
+    if source is not None:
+        if source.dtype is not input.dtype:
+            raise RuntimeError(f"{name}(): self and source expected to have the same dtype, but got self.dtype = "
+                               f"{dtypes.torch_name(input.dtype)} and source.dtype = {dtypes.torch_name(source.dtype)}")
+        if source.numel() != index.numel():
+            raise IndexError(f"{name}(): Expected source and index to have the same number of elements, but got "
+                             f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+    size, values = input.numel(), _values(index)
+    bad = None if values is None else selection.outside(values, -size, size)
+    if bad is not None and bad.size:
+        raise IndexError(f"out of range: tried to access index {int(bad.flat[0])} on a tensor of {size} elements.")
+
+
+@PUT_AT.publish(Names(function=("put",), method=("put",), inplace=("put_",)))
+def put(input, index, source, accumulate=False):
+    """``source`` written (added) at the positions ``index`` gives in the tensor read as one axis."""
+    _check_flat("put_", input, index, source)
+    return apply(PUT_AT, input, source, index, attrs=((0,), "add" if accumulate else "set", 1, True, "PutBackward0"))
+
+
+def _build_take_flat(p, node, x, index):
+    count = int(np.prod(node.inputs[0].shape))
+    flat = IX.take(p, p.reshape(x, (count,)), [p.reshape(index, (int(np.prod(node.shape)),))], (0,))
+    return p.reshape(flat, node.shape)
+
+
+TAKE_FLAT = register(Op("take_flat", "TakeBackward0", lambda nodes: (nodes[1].shape, nodes[0].dtype), _build_take_flat,
+                        selects=True, reference=lambda x, index: jnp.ravel(jnp.asarray(x))[index],
+                        torch_fn=lambda t, x, index: t.take(x, index),
+                        examples=(Example(((2, 3), (4,))), Example(((5,), (2, 3)))),
+                        domain=("real", "label")))
+
+
+@TAKE_FLAT.publish(Names(function=("take",), method=("take",)))
+def take(input, index):
+    """The elements at the positions ``index`` gives in the tensor read as one axis, in index's shape."""
+    _check_flat("take", input, index)
+    return apply(TAKE_FLAT, input, index)
+
+
+@PUT_AT.publish(Names(function=("index_put",), method=("index_put",), inplace=("index_put_",)))
+def index_put(input, indices, values, accumulate=False):
+    """``input[indices] = values`` (IndexPutBackward0), or with ``accumulate`` added there, a
+    position given twice getting both."""
+    if not isinstance(values, Tensor):
+        raise TypeError(f"index_put_(): argument 'values' (position 2) must be Tensor, not {type(values).__name__}")
+    for number, index in enumerate(indices):
+        if not isinstance(index, Tensor):
+            raise TypeError(f"expected Tensor as element {number} in argument 0, but got {type(index).__name__}")
+    if values.dtype is not input.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{dtypes.torch_name(input.dtype)} for the destination and "
+                           f"{dtypes.torch_name(values.dtype)} for the source.")
+    read = Key(tuple(input.shape), tuple(indices)).check_shapes()
+    _check_value_shape(values.shape, values.dtype, read.taken_shape(), True)
+    read.check_values()
+    how = "add" if accumulate else "set"
+    return apply(PUT_AT, input, values, *read.indices, attrs=(tuple(read.axes), how, 1, False, "IndexPutBackward0"))
+
+
+def _build_masked_scatter(p, node, x, source, *found):
+    """The source's first elements, in order, written where the mask holds."""
+    (shape,) = node.attrs
+    count, taken = int(np.prod(node.inputs[1].shape)), node.inputs[2].shape[0]
+    wide = p.materialize(p.reshape(x, (1,)) if not shape else x, shape or (1,), node.dtype.name)
+    flat = p.reshape(source, (count,))
+    first = flat if taken == count else p.index(flat, ((1, 0, taken, 1),))
+    return p.reshape(IX.put(p, wide, first, found, tuple(range(len(found)))), node.shape)
+
+
+MASKED_SCATTER = register(Op("masked_scatter", "MaskedScatterBackward0",
+                             lambda nodes, shape: (shape, nodes[0].dtype), _build_masked_scatter, saves=False))
+
+
+@MASKED_SCATTER.publish(Names(function=("masked_scatter",), method=("masked_scatter",), inplace=("masked_scatter_",)))
+def masked_scatter(input, mask, source):
+    if mask.dtype is not dtypes.bool_:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype "
+                           f"{dtypes.torch_name(mask.dtype)}")
+    if source.dtype is not input.dtype:
+        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but got"
+                           f"{dtypes.torch_name(input.dtype)} and {dtypes.torch_name(source.dtype)}")
+    try:
+        shape = broadcast_shapes(tuple(mask.shape), tuple(input.shape))
+    except ValueError as error:
+        raise RuntimeError(str(error)) from None
+    found = positions(mask, "masked_scatter", shape)
+    if found[0].shape[0] > source.numel():
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    return apply(MASKED_SCATTER, input, source, *found, attrs=(shape,))

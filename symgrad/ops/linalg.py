@@ -16,9 +16,10 @@ from symgrad.ir import broadcast_shapes, ieee, matmul_shape
 from symgrad.ir.linalg import (LETTERS, Cholesky, Det, Einsum, Eigh, Inverse, Qr, SlogDet, Solve, Svd, einsum_sizes,
                                emit, label_name, triangular_solve)
 from symgrad.nodes import Folded, leaf
-from symgrad.ops.dims import dim_index
+from symgrad.ops.dims import dim_index, normalize_dims
 from symgrad.ops.elementwise import where
 from symgrad.ops.registry import Example, Names, Op, register
+from symgrad.ops.shape import UNSAFE_VIEW
 from symgrad.tensor import Tensor, apply
 
 
@@ -198,6 +199,165 @@ BMM = register(Op("bmm", "BmmBackward0", _infer_bmm, lambda p, node, a, b: p.mat
 @BMM.publish(Names(function=("bmm",), method=("bmm",)))
 def bmm(input, mat2):
     return apply(BMM, input, mat2)
+
+
+def _infer_batched_sum(name):
+    """baddbmm's and addbmm's rules: batches of matrices that multiply, and an input that expands to
+    the result (a batch of products, or their sum)."""
+    def infer(nodes, beta, alpha):
+        input, a, b = nodes
+        if a.shape[0] != b.shape[0]:
+            raise ValueError(f"batch1 and batch2 must have same number of batches, got {a.shape[0]} and {b.shape[0]}")
+        if b.shape[1] != a.shape[2]:
+            raise ValueError(f"Expected size for first two dimensions of batch2 tensor to be: [{a.shape[0]}, "
+                             f"{a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
+        if not input.dtype is a.dtype is b.dtype:
+            raise ValueError(f"Input dtypes must be the same, got: input {input.dtype.name}, batch1: {a.dtype.name}, "
+                             f"batch2: {b.dtype.name}".replace("float32", "float").replace("float64", "double"))
+        shape = (a.shape[1], b.shape[2]) if name == "addbmm" else (a.shape[0], a.shape[1], b.shape[2])
+        _expands(input.shape, shape)
+        return shape, input.dtype
+    return infer
+
+
+def _expands(have, shape):
+    """PyTorch's error when ``have`` does not expand to ``shape``."""
+    if len(have) > len(shape):
+        raise ValueError(f"expand: the number of sizes provided ({len(shape)}) must be greater or equal to the "
+                         f"number of dimensions in the tensor ({len(have)})")
+    for d in range(1, len(have) + 1):
+        if have[-d] not in (1, shape[-d]):
+            raise ValueError(f"The expanded size of the tensor ({shape[-d]}) must match the existing size ({have[-d]}) "
+                             f"at non-singleton dimension {len(shape) - d}.  Target sizes: {list(shape)}.  "
+                             f"Tensor sizes: {list(have)}")
+
+
+def _build_scaled_sum(product):
+    """``beta * input + alpha * product(a, b)``, as addmm's form (``_build_addmm``)."""
+    def build(p, node, input, a, b):
+        beta, alpha = node.attrs
+        terms = [_scaled(alpha, product(p, a, b))]
+        if beta != 0:
+            terms.insert(0, _scaled(beta, input))
+        form = ieee.unevaluated(lambda x, y: x + y, *terms) if len(terms) == 2 else terms[0]
+        return p.assign(form, node.shape, node.dtype.name, node.op.name)
+    return build
+
+
+BADDBMM = register(Op("baddbmm", "BaddbmmBackward0", _infer_batched_sum("baddbmm"),
+                      _build_scaled_sum(lambda p, a, b: p.matmul(a, b)),
+                      reference=lambda i, a, b, beta, alpha: beta * i + alpha * (a @ b),
+                      torch_fn=lambda t, i, a, b, beta, alpha: t.baddbmm(i, a, b, beta=beta, alpha=alpha),
+                      examples=(Example(((2, 3, 5), (2, 3, 4), (2, 4, 5)), (1, 1)),
+                                Example(((5,), (2, 3, 4), (2, 4, 5)), (0.5, -2.0)),
+                                Example(((3, 1), (2, 3, 4), (2, 4, 5)), (0, 1)))))
+ADDBMM = register(Op("addbmm", "AddbmmBackward0", _infer_batched_sum("addbmm"),
+                     _build_scaled_sum(lambda p, a, b: p.reduce_sum(p.matmul(a, b), (0,), False)),
+                     reference=lambda i, a, b, beta, alpha: beta * i + alpha * (a @ b).sum(0),
+                     torch_fn=lambda t, i, a, b, beta, alpha: t.addbmm(i, a, b, beta=beta, alpha=alpha),
+                     examples=(Example(((3, 5), (2, 3, 4), (2, 4, 5)), (1, 1)),
+                               Example(((), (2, 3, 4), (2, 4, 5)), (2.0, 0.5)))))
+
+
+def _batches_of(name, *tensors):
+    """PyTorch reads size(2) of each batch first: fewer dims is its IndexError, more its RuntimeError."""
+    for label, t in zip(("batch1", "batch2"), tensors):
+        if t.ndim < 3:
+            rank = max(t.ndim, 1)
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got 2)")
+        if t.ndim > 3:
+            raise RuntimeError(f"{label} must be a 3D tensor")
+
+
+def _factors(input, beta, alpha):
+    integral = not input.dtype.is_floating_point
+    return (int(beta), int(alpha)) if integral else (float(beta), float(alpha))
+
+
+@BADDBMM.publish(Names(function=("baddbmm",), method=("baddbmm",), inplace=("baddbmm_",)))
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * input + alpha * (batch1 @ batch2)``, a batch of products (BaddbmmBackward0)."""
+    _batches_of("baddbmm", batch1, batch2)
+    return apply(BADDBMM, input, batch1, batch2, attrs=_factors(input, beta, alpha))
+
+
+@ADDBMM.publish(Names(function=("addbmm",), method=("addbmm",), inplace=("addbmm_",)))
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])`` (AddbmmBackward0)."""
+    _batches_of("addbmm", batch1, batch2)
+    return apply(ADDBMM, input, batch1, batch2, attrs=_factors(input, beta, alpha))
+
+
+def _infer_addmv(nodes, beta, alpha):
+    input, mat, vec = nodes
+    if len(mat.shape) != 2 or len(vec.shape) != 1 or mat.shape[1] != vec.shape[0] or (
+            input.shape and input.shape[-1] not in (1, mat.shape[0])) or len(input.shape) > 1:
+        shape = "x".join(map(str, mat.shape))
+        raise ValueError(f"size mismatch, got input ({', '.join(map(str, input.shape))}), mat ({shape}), "
+                         f"vec ({', '.join(map(str, vec.shape))})")
+    if not input.dtype is mat.dtype is vec.dtype:
+        names = [dtypes.torch_name(n.dtype).removesuffix("Tensor") for n in nodes]
+        raise ValueError(f"addmv input tensors must have the same dtype, but got {names[0]}, {names[1]}, and "
+                         f"{names[2]}")
+    return (mat.shape[0],), input.dtype
+
+
+ADDMV = register(Op("addmv", "AddmvBackward0", _infer_addmv, _build_scaled_sum(lambda p, a, b: p.matmul(a, b)),
+                    reference=lambda i, a, b, beta, alpha: beta * i + alpha * (a @ b),
+                    torch_fn=lambda t, i, a, b, beta, alpha: t.addmv(i, a, b, beta=beta, alpha=alpha),
+                    examples=(Example(((3,), (3, 4), (4,)), (1, 1)), Example(((), (3, 4), (4,)), (0.5, 2.0)),
+                              Example(((1,), (3, 4), (4,)), (0, -1.0)))))
+
+
+@ADDMV.publish(Names(function=("addmv",), method=("addmv",), inplace=("addmv_",)))
+def addmv(input, mat, vec, *, beta=1, alpha=1):
+    """``beta * input + alpha * (mat @ vec)`` (AddmvBackward0)."""
+    return apply(ADDMV, input, mat, vec, attrs=_factors(input, beta, alpha))
+
+
+@MATMUL.publish(Names(function=("tensordot",)))
+def tensordot(a, b, dims=2):
+    """The sum over the paired ``dims`` of ``a`` and ``b`` (the last ``dims`` of a with the first of b,
+    for an int): each permuted to a matrix, multiplied, and viewed back, as PyTorch does."""
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        if dims > a.ndim or dims > b.ndim:
+            raise RuntimeError(f"tensordot expects dims < ndim_a or ndim_b, but got dims={dims}")
+        dims_a, dims_b = list(range(-dims, 0)), list(range(dims))
+    else:
+        dims_a, dims_b = ([d] if isinstance(d, int) else list(d) for d in dims)
+    if len(dims_a) != len(dims_b):
+        raise RuntimeError("both dimension lists should have same length")
+    if a.dtype is not b.dtype:
+        raise RuntimeError("both inputs should have same dtype")
+    for d_a, d_b in zip(dims_a, dims_b):
+        n_a, n_b = a.shape[dim_index(d_a, a.ndim)], b.shape[dim_index(d_b, b.ndim)]
+        if n_a != n_b:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size {n_a} in dim {d_a} and "
+                               f"second has size {n_b} in dim {d_b}")
+    normalize_dims(dims_a, a.ndim)  # PyTorch's error for a dim given twice
+    normalize_dims(dims_b, b.ndim)
+    axes_a = [dim_index(d, a.ndim) for d in dims_a]
+    axes_b = [dim_index(d, b.ndim) for d in dims_b]
+    free_a = [d for d in range(a.ndim) if d not in axes_a]
+    free_b = [d for d in range(b.ndim) if d not in axes_b]
+    size = math.prod(a.shape[d] for d in axes_a)
+    left = a.permute(*free_a, *axes_a).reshape(math.prod(a.shape[d] for d in free_a), size)
+    right = b.permute(*axes_b, *free_b).reshape(size, math.prod(b.shape[d] for d in free_b))
+    return mm(left, right).reshape(*(a.shape[d] for d in free_a), *(b.shape[d] for d in free_b))
+
+
+@MATMUL.publish(Names(function=("kron",), method=("kron",)))
+def kron(input, other):
+    """The Kronecker product: along each axis (ranks padded with leading 1s), every entry of
+    ``input`` times all of ``other``; a product spread over paired axes, then merged, as PyTorch's."""
+    rank = max(input.ndim, other.ndim)
+    a_shape = (1,) * (rank - input.ndim) + tuple(input.shape)
+    b_shape = (1,) * (rank - other.ndim) + tuple(other.shape)
+    a = input.reshape(*(v for n in a_shape for v in (n, 1)))
+    b = other.reshape(*(v for n in b_shape for v in (1, n)))
+    return apply(UNSAFE_VIEW, a * b, attrs=(tuple(m * n for m, n in zip(a_shape, b_shape)),))
 
 
 @MATMUL.publish(Names(function=("mv",), method=("mv",)))

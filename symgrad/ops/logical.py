@@ -1,10 +1,11 @@
-"""Tests and logic with boolean results: isnan, isinf, isfinite, logical_and/or/xor/not, and the
+"""Tests and logic with boolean results: isnan, isinf, isfinite, signbit, logical_and/or/xor/not, and the
 operators ``& | ^ ~`` on boolean tensors.  No gradient flows through a boolean."""
 from __future__ import annotations
 
 import jax.numpy as jnp
 
 from symgrad import dtypes, ir
+from symgrad.ir import functions as ir_functions
 from symgrad.ops.elementwise import BINARY, UNARY, infer_elementwise, public_function, public_names
 from symgrad.ops.registry import Names, Op, register
 from symgrad.tensor import apply
@@ -22,6 +23,7 @@ def _boolean(name, head, reference, arity):
 ISNAN = _boolean("isnan", ir.isnan, jnp.isnan, 1)
 ISINF = _boolean("isinf", ir.isinf, jnp.isinf, 1)
 ISFINITE = _boolean("isfinite", ir.isfinite, jnp.isfinite, 1)
+SIGNBIT = _boolean("signbit", ir_functions.signbit, jnp.signbit, 1)
 LOGICAL_NOT = _boolean("logical_not", ir.logical_not, jnp.logical_not, 1)
 LOGICAL_AND = _boolean("logical_and", ir.logical_and, jnp.logical_and, 2)
 LOGICAL_OR = _boolean("logical_or", ir.logical_or, jnp.logical_or, 2)

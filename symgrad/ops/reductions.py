@@ -1,5 +1,6 @@
 """Reductions: sum, mean, prod, max and min (of a whole tensor, amax/amin, with indices),
-argmax/argmin, var/std, norms, any/all/count_nonzero.
+argmax/argmin, var/std (with the mean), norms, any/all/count_nonzero, sums that skip NaN, and the
+running reductions cummax, cummin and logcumsumexp.
 
 A reduction over several axes has attributes ``(axes, keepdim, grad_fn)``: the axes are always
 explicit, and the name of PyTorch's backward node records how it was called (``x.sum()`` is
@@ -16,10 +17,12 @@ import jax.numpy as jnp
 import sympy as sp
 
 from symgrad import dtypes, ir
-from symgrad.ir import ieee, reduced_shape
+from symgrad.ir import broadcast_shapes, ieee, reduced_shape
+from symgrad.ir import indexing as IX
 from symgrad.ops.dims import dim_index, normalize_dims
 from symgrad.ops.elementwise import MAXIMUM, MINIMUM
 from symgrad.ops.linalg import svdvals
+from symgrad.ops.shape import cat
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import Tensor, apply
 
@@ -32,6 +35,7 @@ def return_type(name: str):
 
 
 MaxReturn, MinReturn = return_type("max"), return_type("min")
+CummaxReturn, CumminReturn = return_type("cummax"), return_type("cummin")
 
 
 def _reduction_attrs(input, dim, keepdim: bool, called_with_dim: str, called_without: str):
@@ -75,10 +79,24 @@ def _build_sum(p, node, x):
 
 
 def _build_mean(p, node, x):
-    axes, keepdim, _ = node.attrs
+    axes, keepdim, name = node.attrs
     shape = node.inputs[0].shape
+    if name in ("StdMeanBackward0", "VarMeanBackward0"):
+        return _paired_mean(p, node, x)
     total = p.reduce_sum(x, axes, keepdim, shape=shape)
     return p.assign(total / math.prod(shape[a] for a in axes), node.shape, node.dtype.name, "mean")
+
+
+def _paired_mean(p, node, x):
+    """The mean std_mean and var_mean give: their variance's, in float64 about a corrected mean (so
+    not always ``mean()``'s last bit, as in PyTorch); its gradient is g / n."""
+    axes, keepdim, _ = node.attrs
+    shape, dtype = node.inputs[0].shape, node.dtype.name
+    n = math.prod(shape[a] for a in axes)
+    wide = mean_over(p, p.astype(p.materialize(x, shape, dtype), "float64"), axes, n, corrected=True)
+    value = p.astype(p.reshape(wide, node.shape), dtype)
+    slope = p.materialize(1 / sp.Integer(n) if n else sp.nan, shape, dtype)
+    return p.reduced_with_slope(value, x, slope, axes, keepdim)
 
 
 def _examples(backward0: str, backward1: str):
@@ -334,7 +352,7 @@ def _build_variance(p, node, x):
     differentiated, mean included, at second order."""
     axes, correction, keepdim, grad_fn = node.attrs
     shape, dtype = node.inputs[0].shape, node.dtype.name
-    if grad_fn == "StdBackward0" and dtype != "float64":  # the root taken before rounding, as PyTorch's
+    if grad_fn in ROOTS and dtype != "float64":  # the root taken before rounding, as PyTorch's
         wide = p.astype(x, "float64")  # kernel does: a float32 variance of 1e30s overflows, its root does not
         return p.astype(_spread(p, node, wide, "float64"), dtype)
     return _spread(p, node, x, dtype)
@@ -350,18 +368,29 @@ def _spread(p, node, x, dtype):
     centered = p.assign(x - mean_over(p, x, axes, n, corrected=False), shape, dtype, "centered")
     slope = p.assign(ieee.mul(centered, sp.Integer(2) / (n - correction)), shape, dtype, "slope")
     variance = p.reduced_with_slope(value, x, slope, axes, keepdim)
-    return p.assign(ir.root(variance), node.shape, dtype, "std") if grad_fn == "StdBackward0" else variance
+    return p.assign(ir.root(variance), node.shape, dtype, "std") if grad_fn in ROOTS else variance
+
+
+ROOTS = ("StdBackward0", "StdMeanBackward0")  # the names of var's op taken as std (its square root)
+
+
+def _torch_moment(t, x, axes, c, keepdim, grad_fn):
+    call = {"VarBackward0": t.var, "StdBackward0": t.std, "VarMeanBackward0": t.var_mean,
+            "StdMeanBackward0": t.std_mean}[grad_fn]
+    result = call(x, axes, correction=c, keepdim=keepdim)
+    return result[0] if isinstance(result, tuple) else result
 
 
 VAR = register(Op("var", lambda nodes, axes, correction, keepdim, grad_fn: grad_fn, _infer_moment, _build_variance,
-                  reference=lambda x, axes, c, keepdim, grad_fn: (jnp.std if grad_fn == "StdBackward0" else jnp.var)(
+                  reference=lambda x, axes, c, keepdim, grad_fn: (jnp.std if grad_fn in ROOTS else jnp.var)(
                       x, axis=axes, ddof=c, keepdims=keepdim),
-                  torch_fn=lambda t, x, axes, c, keepdim, grad_fn: (x.std if grad_fn == "StdBackward0" else x.var)(
-                      axes, correction=c, keepdim=keepdim),
+                  torch_fn=_torch_moment,
                   examples=(Example(((3, 4),), ((0, 1), 1, False, "VarBackward0")),
                             Example(((3, 4),), ((1,), 0, True, "VarBackward0")),
                             Example(((3, 4),), ((0, 1), 1, False, "StdBackward0")),
-                            Example(((2, 3, 4),), ((0, 2), 2, False, "StdBackward0")))))
+                            Example(((2, 3, 4),), ((0, 2), 2, False, "StdBackward0")),
+                            Example(((3, 4),), ((1,), 1, True, "StdMeanBackward0")),
+                            Example(((3, 4),), ((0, 1), 0, False, "VarMeanBackward0")))))
 
 
 def _moment(input, dim, unbiased, keepdim, correction, grad_fn):
@@ -390,6 +419,26 @@ def std(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=Non
     return _moment(input, *_moment_arguments(dim, unbiased), keepdim, correction, "StdBackward0")
 
 
+def _with_mean(input, dim, unbiased, keepdim, correction, grad_fn):
+    """(std or var, mean), both recorded under PyTorch's one backward name for the pair."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"{grad_fn.removesuffix('Backward0').replace('Mean', '_mean').lower()} only support "
+                           f"floating point and complex dtypes")
+    spread = _moment(input, *_moment_arguments(dim, unbiased), keepdim, correction, grad_fn)
+    axes, keepdim = spread._node.attrs[0], spread._node.attrs[2]
+    return spread, apply(MEAN, input, attrs=(axes, keepdim, grad_fn))
+
+
+@VAR.publish(Names(function=("std_mean",)))
+def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    return _with_mean(input, dim, unbiased, keepdim, correction, "StdMeanBackward0")
+
+
+@VAR.publish(Names(function=("var_mean",)))
+def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    return _with_mean(input, dim, unbiased, keepdim, correction, "VarMeanBackward0")
+
+
 # ------------------------------------------------------------------------------ norms
 
 
@@ -412,11 +461,13 @@ def _build_vector_norm(p, node, x):
     """2: the root of the sum of squares (ir.root: 0, not NaN, at the zero vector); 1: the sum of
     |x|; inf and -inf: the extreme |x|, the gradient shared among the entries that reach it (or
     are NaN), as PyTorch's norm_backward; 0: the count of nonzero entries, with zero gradient."""
-    ord, axes, keepdim = node.attrs
-    shape, dtype = node.inputs[0].shape, node.dtype.name
+    return _norm(p, x, *node.attrs, node.inputs[0].shape, node.shape, node.dtype.name)
+
+
+def _norm(p, x, ord, axes, keepdim, shape, out_shape, dtype):
     if ord == 2:
         total = p.reduce_sum(p.assign(x * x, shape, dtype, "square"), axes, keepdim)
-        return p.assign(ir.root(total), node.shape, dtype, "norm")
+        return p.assign(ir.root(total), out_shape, dtype, "norm")
     if ord == 0:
         return p.reduce_sum(p.astype(p.assign(ir.not_equal(x, 0), shape, "bool", "nonzero"), dtype), axes, keepdim)
     magnitude = p.assign(sp.Abs(x, evaluate=False), shape, dtype, "abs")
@@ -424,24 +475,22 @@ def _build_vector_norm(p, node, x):
         return p.reduce_sum(magnitude, axes, keepdim)
     if math.isinf(ord):
         return p.reduce_max(magnitude, axes, keepdim, whole=True, smallest=ord < 0)
-    return _p_norm(p, node, x, magnitude)
+    return _p_norm(p, x, magnitude, ord, axes, keepdim, shape, out_shape, dtype)
 
 
-def _p_norm(p, node, x, magnitude):
+def _p_norm(p, x, magnitude, ord, axes, keepdim, shape, out_shape, dtype):
     """Any other p: sum(|x|^p)^(1/p), with PyTorch's norm_backward as its slope (zero where the
     norm is 0, or where x is 0 for p < 1), which stays differentiable for higher orders."""
-    ord, axes, keepdim = node.attrs
-    shape, dtype = node.inputs[0].shape, node.dtype.name
     root = 1 / sp.Float(ord) if isinstance(ord, float) else sp.Rational(1, ord)
     total = p.reduce_sum(p.assign(magnitude ** ord, shape, dtype, "powered"), axes, keepdim)
-    norm = p.assign(total ** root, node.shape, dtype, "norm")
+    norm = p.assign(total ** root, out_shape, dtype, "norm")
     if ord < 1:
         scaled = ir.select(ir.equal(x, 0), sp.S.Zero, ir.sign(x) * magnitude ** (ord - 1))
         slope = scaled * p.expand_reduced(norm, shape, axes, keepdim) ** (1 - ord)
     else:  # the root of a zero total is taken of 1: its derivative must not be inf where it is masked
         zero = ir.equal(total, 0)
-        guarded = p.assign(ir.select(zero, sp.S.One, total) ** (root * (1 - ord)), node.shape, dtype, "scale")
-        scale = p.expand_reduced(p.assign(ir.select(zero, sp.S.Zero, guarded), node.shape, dtype, "scale"),
+        guarded = p.assign(ir.select(zero, sp.S.One, total) ** (root * (1 - ord)), out_shape, dtype, "scale")
+        scale = p.expand_reduced(p.assign(ir.select(zero, sp.S.Zero, guarded), out_shape, dtype, "scale"),
                                  shape, axes, keepdim)
         slope = (ir.sign(x) * magnitude ** (ord - 1) if ord < 2 else x * magnitude ** (ord - 2)) * scale
     return p.reduced_with_slope(norm, x, p.assign(slope, shape, dtype, "slope"), axes, keepdim)
@@ -603,3 +652,270 @@ all = COUNT.publish(Names(function=("all",), method=("all",)))(_counting("all"))
 
 count_nonzero = COUNT.publish(Names(function=("count_nonzero",), method=("count_nonzero",)))(
     _counting("count_nonzero"))
+
+
+
+# ------------------------------------------------------------------ skipping NaN
+
+
+def _infer_nansum(nodes, axes, keepdim, dtype):
+    (x,) = nodes
+    return reduced_shape(x.shape, axes, keepdim), dtype or (x.dtype if x.dtype.is_floating_point else dtypes.int64)
+
+
+def _build_nansum(p, node, x):
+    """The sum with NaN taken as 0: its gradient is 0 there, as PyTorch's ``grad * (x == x)``."""
+    axes, keepdim, _ = node.attrs
+    shape, dtype = node.inputs[0].shape, node.dtype.name
+    x = p.astype(x, dtype)
+    return p.reduce_sum(p.assign(ir.select(ir.isnan(x), sp.S.Zero, x), shape, dtype, "kept"), axes, keepdim)
+
+
+NANSUM = register(Op("nansum", "NansumBackward0", _infer_nansum, _build_nansum,
+                     reference=lambda x, axes, keepdim, dtype: jnp.nansum(x, axis=axes, keepdims=keepdim),
+                     torch_fn=lambda t, x, axes, keepdim, dtype: t.nansum(x, axes, keepdim),
+                     examples=(Example(((3, 4),), ((0, 1), False, None)), Example(((2, 3, 4),), ((1,), True, None)))))
+
+
+@NANSUM.publish(Names(function=("nansum",), method=("nansum",)))
+def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
+    axes = normalize_dims(dim, input.ndim, empty_means_all=True)
+    axes = tuple(range(input.ndim)) if axes is None else axes
+    return apply(NANSUM, input, attrs=(axes, bool(keepdim), dtype))
+
+
+@NANSUM.publish(Names(function=("nanmean",), method=("nanmean",)))
+def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):
+    """The sum of the entries that are not NaN over their count, as PyTorch composes it (DivBackward0)."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype but got "
+                           f"{dtypes.torch_name(input.dtype).removesuffix('Tensor')}")
+    count = input.isnan().logical_not().sum(dim, keepdim)
+    return nansum(input, dim, keepdim, dtype=dtype) / count
+
+
+# ------------------------------------------------------------------ aminmax
+
+
+AminmaxReturn = collections.namedtuple("aminmax", ("min", "max"))
+AminmaxReturn.__repr__ = lambda self: f"torch.return_types.aminmax(\nmin={self.min!r},\nmax={self.max!r})"
+
+
+@MIN.publish(Names(function=("aminmax",), method=("aminmax",)))
+def aminmax(input, *, dim=None, keepdim: bool = False):
+    """amin and amax in one call (PyTorch's backward of both is ``AminmaxBackward0``, amax's rule)."""
+    if dim is not None and not isinstance(dim, int):
+        raise TypeError(f"aminmax(): argument 'dim' must be int, not {type(dim).__name__}")
+    if dim is None:
+        if input.numel() == 0:
+            raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
+                               "identity.")
+        axes = tuple(range(input.ndim))
+    else:
+        axes = (dim_index(dim, input.ndim),) if input.ndim else ()
+        if axes and input.shape[axes[0]] == 0:
+            raise IndexError(f"aminmax: Expected reduction dim {axes[0]} to have non-zero size.")
+    attrs = (axes, bool(keepdim), "AminmaxBackward0")
+    return AminmaxReturn(apply(MIN, input, attrs=attrs), apply(MAX, input, attrs=attrs))
+
+
+# ------------------------------------------------------------------ running reductions
+
+
+def _prefixes(p, node, x, fill):
+    """The input with its ``axis`` moved last and spread into a matrix: row i holds the entries up to i,
+    ``fill`` after them (a function of the rows).  Quadratic in the axis' length, for an exact form."""
+    axis = node.attrs[0]
+    shape, dtype = node.inputs[0].shape or (1,), node.inputs[0].dtype.name
+    x = p.reshape(x, shape)
+    n, rest = shape[axis], tuple(d for d in range(len(shape)) if d != axis)
+    lead = tuple(shape[d] for d in rest)
+    rows = p.broadcast_to(p.reshape(p.permute(x, (*rest, axis)), (*lead, 1, n)), (*lead, n, n))
+    ones = p.materialize(sp.S.One, (n, n), "int64")
+    upto = p.assign(ir.equal(IX.triangle(p, ones, 0, False), sp.S.One), (n, n), "bool", "up_to")
+    return rows, upto, p.assign(ir.select(upto, rows, fill(rows)), (*lead, n, n), dtype, "prefixes")
+
+
+def _back(p, node, result):
+    """A result laid out with the running axis last, in the input's layout again."""
+    axis, shape = node.attrs[0], node.inputs[0].shape or (1,)
+    rest = [d for d in range(len(shape)) if d != axis]
+    order = (*rest, axis)
+    return p.reshape(p.permute(result, [order.index(d) for d in range(len(shape))]), node.shape)
+
+
+def _running_index(p, node, x, smallest):
+    """The index cummax (cummin) reports: the last entry up to i equal to the running extreme, or NaN
+    where that is NaN (PyTorch's kernel takes an entry that is >= the extreme so far, or NaN)."""
+    rows, upto, prefixes = _prefixes(p, node, x, lambda rows: p.index(rows, [(1, 0, n, 1) for n in p.shape_of(rows)[:-1]]
+                                                                          + [(1, 0, 1, 1)]))
+    shape = p.shape_of(rows)
+    extreme = p.reduce_max(prefixes, (len(shape) - 1,), True, smallest=smallest)
+    same = ir.logical_or(ir.equal(rows, extreme), ir.logical_and(ir.isnan(rows), ir.isnan(extreme)))
+    n = shape[-1]
+    place = p.assign(p.cumulative(p.materialize(sp.S.One, (n,), "int64"), 0) - 1, (n,), "int64", "place")
+    chosen = p.assign(ir.select(ir.logical_and(same, upto), place, sp.S.NegativeOne), shape, "int64", "chosen")
+    return p.reduce_max(chosen, (len(shape) - 1,), False)
+
+
+def _build_running_extreme(p, node, x):
+    _, smallest, indices = node.attrs
+    index = _running_index(p, node, x, smallest)
+    if indices:
+        return _back(p, node, index)
+    shape = node.inputs[0].shape or (1,)
+    axis = node.attrs[0]
+    rest = tuple(d for d in range(len(shape)) if d != axis)
+    return _back(p, node, IX.gather(p, p.permute(p.reshape(x, shape), (*rest, axis)), index, len(shape) - 1))
+
+
+def _torch_running(t, x, axis, smallest, indices):
+    return (t.cummin if smallest else t.cummax)(x, axis)[1 if indices else 0]
+
+
+RUNNING_EXTREME = register(Op("cummax", lambda nodes, axis, smallest, indices: (
+                                  None if indices else "CumminBackward0" if smallest else "CummaxBackward0"),
+                              lambda nodes, axis, smallest, indices: (
+                                  nodes[0].shape, dtypes.int64 if indices else nodes[0].dtype),
+                              _build_running_extreme,
+                              reference=lambda x, axis, smallest, indices: _reference_running(x, axis, smallest, indices),
+                              torch_fn=_torch_running,
+                              examples=(Example(((5,),), (0, False, False)), Example(((3, 4),), (1, True, False)),
+                                        Example(((2, 3, 4),), (0, False, True)), Example(((4, 3),), (0, True, True))),
+                              domain=("ties",)))
+
+
+def _reference_running(x, axis, smallest, indices):
+    """jax.lax's running extreme, and its index by the same rule as ``_running_index``."""
+    shape = x.shape
+    x = jnp.moveaxis(jnp.reshape(x, shape or (1,)), axis, -1)
+    n = x.shape[-1]
+    values = (jax.lax.cummin if smallest else jax.lax.cummax)(x, axis=x.ndim - 1)
+    if indices:
+        hits = (x[..., None, :] == values[..., :, None]) & (jnp.arange(n) <= jnp.arange(n)[:, None])
+        values = jnp.max(jnp.where(hits, jnp.arange(n), -1), axis=-1)
+    return jnp.reshape(jnp.moveaxis(values, -1, axis), shape)
+
+
+def _running(name, smallest, pair):
+    def running(input, dim: int):
+        axis = dim_index(dim, input.ndim)
+        if input.ndim and input.shape[axis] == 0:
+            return pair(input.clone(), input.to(dtypes.int64).clone())
+        return pair(*(apply(RUNNING_EXTREME, input, attrs=(axis, smallest, i)) for i in (False, True)))
+    running.__name__ = name
+    return running
+
+
+cummax = RUNNING_EXTREME.publish(Names(function=("cummax",), method=("cummax",)))(
+    _running("cummax", False, CummaxReturn))
+cummin = RUNNING_EXTREME.publish(Names(function=("cummin",), method=("cummin",)))(
+    _running("cummin", True, CumminReturn))
+
+
+def _infer_logcumsumexp(nodes, axis):
+    (x,) = nodes
+    if not x.dtype.is_floating_point:
+        raise NotImplementedError(f"\"logcumsumexp_out_cpu\" not implemented for "
+                                  f"'{dtypes.torch_name(x.dtype).removesuffix('Tensor')}'")
+    return x.shape, x.dtype
+
+
+def _build_logcumsumexp(p, node, x):
+    """Each row's logsumexp over the entries up to it (-inf after): stable, and its gradient
+    exp(x_j - out_i) summed over i >= j is NaN where PyTorch's is (x_j = out_i = +-inf)."""
+    _, _, prefixes = _prefixes(p, node, x, lambda rows: sp.S.NegativeInfinity)
+    return _back(p, node, p.logsumexp(prefixes, (len(p.shape_of(prefixes)) - 1,), False))
+
+
+LOGCUMSUMEXP = register(Op("logcumsumexp", "LogcumsumexpBackward0", _infer_logcumsumexp, _build_logcumsumexp,
+                           reference=lambda x, axis: jnp.reshape(
+                               jax.lax.cumlogsumexp(jnp.reshape(x, x.shape or (1,)), axis=axis), x.shape),
+                           torch_fn=lambda t, x, axis: t.logcumsumexp(x, axis),
+                           examples=(Example(((5,),), (0,)), Example(((3, 4),), (1,)), Example(((2, 3, 4),), (0,)),
+                                     Example(((),), (0,)))))
+
+
+@LOGCUMSUMEXP.publish(Names(function=("logcumsumexp",), method=("logcumsumexp",)))
+def logcumsumexp(input, dim: int):
+    return apply(LOGCUMSUMEXP, input, attrs=(dim_index(dim, input.ndim),))
+
+
+
+# ------------------------------------------------------------------------------ cdist
+
+
+def _infer_cdist(nodes, ord):
+    a, b = nodes
+    return (*broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-2]), a.dtype
+
+
+def _build_cdist(p, node, a, b):
+    """The ``ord``-norm of every row of ``a`` minus every row of ``b``: vector_norm's forms, so the
+    gradient at a zero distance is 0, as PyTorch's; for inf PyTorch's backward gives each entry that
+    reaches the distance the whole gradient (vector_norm shares it among them)."""
+    (ord,) = node.attrs
+    (sa, sb), dtype = (n.shape for n in node.inputs), node.dtype.name
+    rows = p.reshape(a, (*sa[:-1], 1, sa[-1]))
+    columns = p.reshape(b, (*sb[:-2], 1, *sb[-2:]))
+    shape = (*node.shape, sa[-1])
+    difference = p.assign(rows - columns, shape, dtype, "difference")
+    axes = (len(shape) - 1,)
+    distance = _norm(p, difference, ord, axes, False, shape, node.shape, dtype)
+    if not math.isinf(ord):
+        return distance
+    reaches = ir.equal(sp.Abs(difference, evaluate=False), p.expand_reduced(distance, shape, axes, False))
+    slope = p.assign(ir.select(reaches, ir.sign(difference), sp.S.Zero), shape, dtype, "slope")
+    return p.reduced_with_slope(distance, difference, slope, axes, False)  # every entry that reaches it, unshared
+
+
+CDIST = register(Op("cdist", "CdistBackward0", _infer_cdist, _build_cdist,
+                    reference=lambda a, b, ord: jnp.linalg.vector_norm(a[..., :, None, :] - b[..., None, :, :], ord=ord,
+                                                                       axis=-1),
+                    torch_fn=lambda t, a, b, ord: t.cdist(a, b, ord, compute_mode="donot_use_mm_for_euclid_dist"),
+                    examples=(Example(((3, 4), (5, 4)), (2,)), Example(((2, 3, 4), (5, 4)), (1,)),
+                              Example(((3, 2), (4, 2)), (math.inf,)), Example(((2, 1, 3, 2), (4, 5, 2)), (3,)),
+                              Example(((3, 2), (2, 2)), (0.5,)))))
+
+
+def _euclidean_by_products(x1, x2):
+    """PyTorch's distances by matrix products for many rows: |a|^2 + |b|^2 - 2 a.b, clamped at 1e-30,
+    its root (batches expanded and flattened, then viewed back, as PyTorch's)."""
+    batch = broadcast_shapes(tuple(x1.shape[:-2]), tuple(x2.shape[:-2]))
+    x1 = x1.expand(*batch, *x1.shape[-2:]).reshape(-1, *x1.shape[-2:])
+    x2 = x2.expand(*batch, *x2.shape[-2:]).reshape(-1, *x2.shape[-2:])
+    norms1, norms2 = x1.pow(2).sum(-1, keepdim=True), x2.pow(2).sum(-1, keepdim=True)
+    left = cat((x1 * -2, norms1, norms1.new_ones(norms1.shape)), -1)
+    right = cat((x2, norms2.new_ones(norms2.shape), norms2), -1)
+    distances = left.matmul(right.mT).clamp_min(1e-30).sqrt()
+    return distances.reshape(*batch, *distances.shape[-2:])
+
+
+MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
+
+
+@CDIST.publish(Names(function=("cdist",)))
+def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary"):
+    """The distances between the rows of x1 and of x2 (batches broadcast).  For p = 2 with more than
+    25 rows on a side (or when asked) PyTorch computes them by matrix products, whose rounding differs."""
+    for name, x in (("X1", x1), ("X2", x2)):
+        if x.ndim < 2:
+            raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: {x.ndim}D")
+    for name, x in (("X1", x1), ("X2", x2)):
+        if not x.dtype.is_floating_point:
+            raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: "
+                               f"{dtypes.torch_name(x.dtype).removesuffix('Tensor')}")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
+    if x1.dtype is not x2.dtype:
+        raise RuntimeError(f"expected scalar type {dtypes.torch_name(x1.dtype).removesuffix('Tensor')} but found "
+                           f"{dtypes.torch_name(x2.dtype).removesuffix('Tensor')}")
+    if p < 0:
+        raise RuntimeError("cdist only supports non-negative p values")
+    if compute_mode not in MODES:
+        raise RuntimeError(f"{compute_mode} is not a valid value for compute_mode")
+    by_products = compute_mode == MODES[1] or (compute_mode == MODES[0] and (x1.shape[-2] > 25 or x2.shape[-2] > 25))
+    if p == 2 and by_products:
+        return _euclidean_by_products(x1, x2)
+    ord = int(p) if float(p).is_integer() else float(p)
+    return apply(CDIST, x1, x2, attrs=(ord,))

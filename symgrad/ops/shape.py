@@ -1,8 +1,10 @@
 """Ops that move elements without computing: reshape, transpose, unsqueeze, dtype casts, basic indexing,
-joining and splitting, flips, rolls, repeats, triangles and diagonals."""
+joining and splitting, flips, rolls, rotations, repeats, grids, triangles and diagonals (and ``diff``,
+a difference of two of its slices)."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import jax.numpy as jnp
 import numpy as np
@@ -10,9 +12,12 @@ import numpy as np
 from symgrad import dtypes
 from symgrad.ir import broadcast_shapes, index_shape, python_index
 from symgrad.ir import indexing as IX
+from symgrad.nodes import leaf
 from symgrad.ops.dims import dim_index, normalize_dims
 from symgrad.ops.registry import Example, Names, Op, register
+from symgrad.storage import in_order, viewable
 from symgrad.tensor import Tensor, apply, record
+from symgrad.uploads import from_host
 
 
 def _infer_reshape(nodes, shape):
@@ -51,6 +56,16 @@ RESHAPE = register(Op("reshape", "ViewBackward0", _infer_reshape, lambda p, node
                       saves=False, view=True, reference=lambda x, shape: jnp.reshape(x, shape),
                       torch_fn=lambda t, x, shape: x.reshape(shape),
                       examples=(Example(((3, 4),), ((2, 6),)), Example(((6,),), ((3, 1, 2),)))))
+UNSAFE_VIEW = register(Op("unsafe_view", "UnsafeViewBackward0", _infer_reshape,
+                          lambda p, node, x: p.reshape(x, node.shape), saves=False,
+                          reference=lambda x, shape: jnp.reshape(x, shape),
+                          torch_fn=lambda t, x, shape: x.t().contiguous().t().reshape(shape),  # a copy, reshaped
+                          examples=(Example(((3, 4),), ((2, 6),)),)))  # a reshape of a fresh result: no view
+RESHAPE_ALIAS = register(Op("reshape_alias", "ReshapeAliasBackward0", _infer_reshape,
+                            lambda p, node, x: p.reshape(x, node.shape), saves=False, view=True,
+                            reference=lambda x, shape: jnp.reshape(x, shape),
+                            torch_fn=lambda t, x, shape: x.t().contiguous().t().reshape(shape),  # out of order
+                            examples=(Example(((3, 4),), ((3, 1, 4),)),)))  # a reshape of such a view, no copy
 UNSQUEEZE = register(Op("unsqueeze", "UnsqueezeBackward0", _infer_reshape,
                         lambda p, node, x: p.reshape(x, node.shape), saves=False, view=True,
                         reference=lambda x, shape: jnp.reshape(x, shape),
@@ -74,6 +89,10 @@ TRANSPOSE = register(Op("transpose", lambda nodes, perm: "TransposeBackward0", _
 T = register(Op("t", "TBackward0", _infer_permute, lambda p, node, x: p.permute(x, node.attrs[0]), saves=False, view=True,
                 reference=lambda x, perm: jnp.transpose(x, perm), torch_fn=lambda t, x, perm: x.t(),
                 examples=(Example(((3, 4),), ((1, 0),)),)))
+T_INPLACE = register(Op("t_", "TBackward1", _infer_permute, lambda p, node, x: p.permute(x, node.attrs[0]), saves=False,
+                        view=True, reference=lambda x, perm: jnp.transpose(x, perm),
+                        torch_fn=lambda t, x, perm: x.clone().t_(),
+                        examples=(Example(((3, 4),), ((1, 0),)), Example(((3,),), ((0,),)))))
 EXPAND = register(Op("expand", "ExpandBackward0", _infer_expand, lambda p, node, x: p.broadcast_to(x, node.shape),
                      saves=False, view=True, reference=lambda x, shape: jnp.broadcast_to(x, shape),
                      torch_fn=lambda t, x, shape: x.expand(*shape),
@@ -176,15 +195,36 @@ def _shape_arg(shape):
     return tuple(int(s) for s in shape)
 
 
-@RESHAPE.publish(Names(function=("reshape",), method=("reshape", "view")))
-def reshape(input, *shape):
+def _inferred(input, shape) -> tuple:
     shape = list(_shape_arg(shape))
     if shape.count(-1) > 1:
         raise RuntimeError("only one dimension can be inferred")
     if -1 in shape:
         known = math.prod(s for s in shape if s != -1)
         shape[shape.index(-1)] = input.numel() // known if known else 0
-    return apply(RESHAPE, input, attrs=(tuple(shape),))
+    return tuple(shape)
+
+
+@RESHAPE.publish(Names(function=("reshape",), method=("reshape",)))
+def reshape(input, *shape):
+    """A view where the layout allows one (storage.viewable), else a copy, as PyTorch's (which names
+    the backward of a view of elements out of order ReshapeAliasBackward0)."""
+    shape = _inferred(input, shape)
+    if input._view is not None and math.prod(shape) == input.numel() and not in_order(input):
+        if not viewable(input, shape):
+            return apply(UNSAFE_VIEW, clone(input), attrs=(shape,))
+        return apply(RESHAPE_ALIAS, input, attrs=(shape,))
+    return apply(RESHAPE, input, attrs=(shape,))
+
+
+@RESHAPE.publish(Names(method=("view",)))
+def view(input, *shape):
+    """A view in ``shape``; PyTorch refuses a layout that only a copy could give (a transpose, flattened)."""
+    shape = _inferred(input, shape)
+    if input._view is not None and math.prod(shape) == input.numel() and not viewable(input, shape):
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one dimension "
+                           "spans across two contiguous subspaces). Use .reshape(...) instead.")
+    return apply(RESHAPE, input, attrs=(shape,))
 
 
 @RESHAPE.publish(Names(function=("flatten",), method=("flatten",)))
@@ -196,6 +236,38 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1):
     if start > end:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     return reshape(input, *shape[:start], math.prod(shape[start:end + 1]), *shape[end + 1:])
+
+
+@RESHAPE.publish(Names(function=("unflatten",), method=("unflatten",)))
+def unflatten(input, dim: int, sizes):
+    """``dim`` split into ``sizes`` (one of them may be -1): a view (never a copy)."""
+    sizes = tuple(int(s) for s in sizes)
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    if input.ndim == 0:
+        raise RuntimeError("unflatten got an unexpected error:\nDimension specified as 0 but tensor has no dimensions")
+    axis = dim_index(dim, input.ndim)
+    size = input.shape[axis]
+    if sizes.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = math.prod(s for s in sizes if s != -1)
+    if (-1 not in sizes and known != size) or (-1 in sizes and (known == 0 or size % known)):
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {dim} "
+                           f"({size}) in the input tensor")
+    shape = tuple(input.shape)
+    return view(input, *shape[:axis], *sizes, *shape[axis + 1:])
+
+
+@RESHAPE.publish(Names(method=("view_as",)))
+def view_as(input, other):
+    """``input.view(other.size())``."""
+    return input.view(other.size())
+
+
+@RESHAPE.publish(Names(method=("reshape_as",)))
+def reshape_as(input, other):
+    """``input.reshape(other.size())``."""
+    return input.reshape(other.size())
 
 
 @UNSQUEEZE.publish(Names(function=("unsqueeze",), method=("unsqueeze",)))
@@ -247,6 +319,36 @@ def t(input):
     return apply(T, input, attrs=(tuple(reversed(range(input.ndim))),))
 
 
+@TRANSPOSE.publish(Names(function=("swapaxes", "swapdims"), method=("swapaxes", "swapdims")))
+def swapaxes(input, axis0: int, axis1: int):
+    """NumPy's spelling of ``transpose`` (PyTorch records it as one)."""
+    return transpose(input, axis0, axis1)
+
+
+@PERMUTE.publish(Names(function=("movedim", "moveaxis"), method=("movedim", "moveaxis")))
+def movedim(input, source, destination):
+    """The dims ``source`` moved to ``destination``, the others kept in their order: a permute."""
+    if isinstance(source, int) != isinstance(destination, int):
+        raise TypeError(f"movedim() received an invalid combination of arguments - got (Tensor, "
+                        f"{type(source).__name__}, {type(destination).__name__}), but expected one of:\n"
+                        f" * (Tensor input, tuple of ints source, tuple of ints destination)\n"
+                        f" * (Tensor input, int source, int destination)\n")
+    source = (source,) if isinstance(source, int) else tuple(source)
+    destination = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(source) != len(destination):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(source)} dims) should "
+                           f"contain the same number of dims as destination ({list(destination)} dims)")
+    n = input.ndim
+    source = [dim_index(d, n) for d in source]
+    destination = [dim_index(d, n) for d in destination]
+    for given, dims in (("source", source), ("destination", destination)):
+        if len(set(dims)) != len(dims):
+            raise RuntimeError(f"movedim: repeated dim in `{given}` ({list(dims)})")
+    rest = iter(d for d in range(n) if d not in source)
+    perm = [source[destination.index(d)] if d in destination else next(rest) for d in range(n)]
+    return apply(PERMUTE, input, attrs=(tuple(perm),))
+
+
 def matrix_transpose(input):
     """``.T``: all dimensions reversed, recorded as a permute (as PyTorch does)."""
     return apply(PERMUTE, input, attrs=(tuple(reversed(range(input.ndim))),))
@@ -261,6 +363,12 @@ def expand(input, *shape):
                            f"dimension {shape.index(-1)}")
     full = tuple(input.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
     return apply(EXPAND, input, attrs=(full,))
+
+
+@EXPAND.publish(Names(method=("expand_as",)))
+def expand_as(input, other):
+    """``input.expand(other.size())``."""
+    return expand(input, *other.shape)
 
 
 def to_dtype(input, dtype):
@@ -636,3 +744,163 @@ def trace(input):
     if input.dtype is dtypes.bool_ and input.ndim == 2:
         raise NotImplementedError("\"trace\" not implemented for 'Bool'")
     return apply(TRACE, input)
+
+
+
+# ------------------------------------------------------------------- rotations, grids, repeats, differences
+
+
+def _infer_rot90(nodes, k, axis0, axis1):
+    shape = list(nodes[0].shape)
+    if k % 2:
+        shape[axis0], shape[axis1] = shape[axis1], shape[axis0]
+    return tuple(shape), nodes[0].dtype
+
+
+def _build_rot90(p, node, x):
+    """A quarter turn from ``axis0`` towards ``axis1`` is a flip of ``axis1`` and a swap of the two."""
+    k, axis0, axis1 = node.attrs
+    perm = list(range(len(node.shape)))
+    perm[axis0], perm[axis1] = axis1, axis0
+    if k == 0:
+        return p.assign(x, node.shape, node.dtype.name, "rot90", fold=False)
+    if k == 2:
+        return IX.flip(p, x, tuple(sorted((axis0, axis1))))
+    return p.permute(IX.flip(p, x, (axis1 if k == 1 else axis0,)), perm)
+
+
+ROT90 = register(Op("rot90", "Rot90Backward0", _infer_rot90, _build_rot90, saves=False,
+                    reference=lambda x, k, axis0, axis1: jnp.rot90(x, k, (axis0, axis1)),
+                    torch_fn=lambda t, x, k, axis0, axis1: t.rot90(x, k, (axis0, axis1)),
+                    examples=tuple(Example(((3, 4),), (k, 0, 1)) for k in range(4))
+                    + (Example(((2, 3, 4),), (1, 2, 0)), Example(((2, 3, 4),), (3, 0, 2)))))
+
+
+@ROT90.publish(Names(function=("rot90",), method=("rot90",)))
+def rot90(input, k: int = 1, dims=(0, 1)):
+    dims = tuple(dims)
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    if input.ndim < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {input.ndim}")
+    axis0, axis1 = dim_index(dims[0], input.ndim), dim_index(dims[1], input.ndim)
+    if axis0 == axis1:
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {dims[0]} and dim1 = {dims[1]}")
+    return apply(ROT90, input, attrs=(int(k) % 4, axis0, axis1))
+
+
+@EXPAND.publish(Names(function=("meshgrid",)))
+def meshgrid(*tensors, indexing=None):
+    """Each tensor (0-d or 1-D) viewed along its own axis and expanded over the grid; ``'xy'``
+    swaps the first two axes (Cartesian order).  As PyTorch, no ``indexing`` means 'ij' and warns."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if not tensors:
+        raise RuntimeError("meshgrid expects a non-empty TensorList")
+    if indexing is None:
+        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument.",
+                      UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f'torch.meshgrid: indexing must be one of "xy" or "ij", but received: {indexing}')
+    for t in tensors:
+        if t.ndim > 1:
+            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got a tensor of "
+                               f"shape {list(t.shape)}")
+        if t.dtype is not tensors[0].dtype:
+            raise RuntimeError("meshgrid expects all tensors to have the same dtype")
+    axes = list(range(len(tensors)))
+    if indexing == "xy" and len(tensors) > 1:
+        axes[0], axes[1] = 1, 0
+    sizes = [1] * len(tensors)
+    for axis, t in zip(axes, tensors):
+        sizes[axis] = t.numel()
+    return tuple(expand(reshape(t, *(-1 if a == axis else 1 for a in range(len(sizes)))), *sizes)
+                 for axis, t in zip(axes, tensors))
+
+
+@STACK.publish(Names(function=("cartesian_prod",)))
+def cartesian_prod(*tensors):
+    """Every combination of the 1-D tensors' entries, one per row (a single tensor is itself)."""
+    for t in tensors:
+        if t.ndim != 1:
+            raise RuntimeError(f"Expect a 1D vector, but got shape {list(t.shape)}")
+    if len(tensors) == 1:
+        return tensors[0]
+    return stack([flatten(g) for g in meshgrid(*tensors, indexing="ij")], 1)
+
+
+@REPEAT.publish(Names(function=("repeat_interleave",), method=("repeat_interleave",)))
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    """Each entry repeated in place: an int number of times (a view of an expanded copy, as PyTorch
+    makes it), or as often as an integer tensor says (an ``index_select``).  Alone, an integer
+    tensor of counts gives the indices repeated by them; ``dim=None`` works on the flattened input."""
+    if repeats is None:
+        return _repeated_indices(input)
+    if dim is None:
+        input, dim = flatten(input), 0
+    axis = dim_index(dim, input.ndim)
+    size = input.shape[axis] if input.ndim else 1
+    if isinstance(repeats, Tensor):
+        if repeats.ndim > 1:
+            raise RuntimeError("repeats must be 0-dim or 1-dim tensor")
+        if repeats.ndim == 0 or repeats.numel() == 1:
+            repeats = repeats.reshape(1).expand(size)
+        elif repeats.numel() != size:
+            raise RuntimeError(f"repeats must have the same size as input along dim, but got "
+                               f"repeats.size(0) = {repeats.numel()} and input.size(0) = {size}")
+        return input.index_select(axis, _repeated_indices(repeats))
+    if repeats < 0:
+        raise RuntimeError("Repeats must be non-negative")
+    if input.ndim == 0:
+        input, axis = input.reshape(1), 0
+    shape = tuple(input.shape)
+    wide = expand(unsqueeze(input, axis + 1), *shape[:axis + 1], int(repeats), *shape[axis + 1:])
+    return flatten(clone(wide), axis, axis + 1)
+
+
+def _repeated_indices(repeats):
+    """``repeat_interleave(repeats)``: index i repeated ``repeats[i]`` times."""
+    if repeats.ndim != 1:
+        raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
+    if repeats.dtype not in (dtypes.int32, dtypes.int64):
+        raise NotImplementedError(f"\"repeat_interleave_cpu\" not implemented for "
+                                  f"'{dtypes.torch_name(repeats.dtype).removesuffix('Tensor')}'")
+    counts = np.asarray(repeats.tolist(), dtype=np.int64)
+    if (counts < 0).any():
+        raise RuntimeError("repeats can not be negative")
+    indices = np.repeat(np.arange(counts.size, dtype=repeats.dtype.numpy), counts)
+    return Tensor(leaf(from_host(indices), repeats.dtype))
+
+
+@CAT.publish(Names(function=("diff",), method=("diff",)))
+def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
+    """The ``n``-th forward difference along ``dim``, after joining ``prepend`` and ``append``: each
+    order subtracts a slice from the next (``logical_xor`` for bools, as PyTorch)."""
+    if input.ndim == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    axis = dim_index(dim, input.ndim)
+    parts = []
+    for name, extra in (("prepend", prepend), (None, input), ("append", append)):
+        if extra is None:
+            continue
+        if not isinstance(extra, Tensor):
+            raise TypeError(f"diff(): argument '{name}' must be Tensor, not {type(extra).__name__}")
+        if extra.ndim != input.ndim:
+            raise RuntimeError("diff expects prepend or append to be the same dimension as input")
+        for d, (a, b) in enumerate(zip(input.shape, extra.shape)):
+            if d != axis and a != b:
+                raise RuntimeError(f"diff expects the shape of tensor to prepend or append to match that of input "
+                                   f"except along the differencing dimension; input.size({d}) = {a}, but got "
+                                   f"tensor.size({d}) = {b}")
+        parts.append(extra)
+    result = cat(parts, axis) if len(parts) > 1 else input
+    if n == 0:
+        return copy(result)
+    for _ in range(n):
+        length = max(result.shape[axis] - 1, 0)
+        later, earlier = narrow(result, axis, min(1, length), length), narrow(result, axis, 0, length)
+        result = later.logical_xor(earlier) if result.dtype is dtypes.bool_ else later - earlier
+    return result

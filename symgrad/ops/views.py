@@ -5,17 +5,24 @@ A view op (reshape, permute, basic indexing, a piece of split, diagonal, ...) is
 its attributes.  After an in-place write, PyTorch's base has the backward ``CopySlices`` and its
 views ``AsStridedBackward0``; these two ops carry a step as their attributes, so each stays one
 node whose form is the step's own op, or its inverse, built in the IR.
+
+What a user sees of the layout follows from the steps too: ``is_contiguous`` (where a view's
+elements sit in its storage, symgrad.storage.in_order), ``contiguous`` (a copy when they are not in
+order) and ``t_`` (a tensor laid out again in place, symgrad.storage.relaid).
 """
 from __future__ import annotations
 
 import sympy as sp
 
+from symgrad.grad_mode import _state as _grad_state
 from symgrad.ir import index_shape
 from symgrad.ir import indexing as IX
 from symgrad.ir.functions import equal, select
-from symgrad.nodes import Node
-from symgrad.ops.registry import Op
-from symgrad.ops.shape import _piece_spec
+from symgrad.nodes import LEAF, Node, lazy_leaf
+from symgrad.ops.registry import Names, Op
+from symgrad.ops.shape import CLONE, T_INPLACE, _piece_spec, clone
+from symgrad.storage import in_order, mark, relaid, root_of, storage_of
+from symgrad.tensor import record
 
 
 def _like(node: Node, step) -> Node:
@@ -64,9 +71,9 @@ def _build_write_back(p, node, old, new):
         if any(item[2] != n for item, n in zip(spec, view_shape)):
             new = p.index(new, spec)
         return p.reshape(new, node.shape)
-    if op.name in ("reshape", "unsqueeze", "squeeze"):
+    if op.name in ("reshape", "reshape_alias", "unsqueeze", "squeeze"):
         return p.reshape(new, node.shape)
-    if op.name in ("permute", "transpose", "t"):
+    if op.name in ("permute", "transpose", "t", "t_"):
         perm = attrs[0]
         return p.permute(new, [perm.index(d) for d in range(len(perm))])
     if op.name == "index":
@@ -82,3 +89,49 @@ def _build_write_back(p, node, old, new):
 
 WRITE_BACK = Op("write_back", "CopySlices", lambda nodes, op, attrs: (nodes[0].shape, nodes[0].dtype),
                 _build_write_back, saves=False)
+
+
+# ------------------------------------------------------------------ layout
+
+
+@CLONE.publish(Names(method=("is_contiguous",)))
+def is_contiguous(input, memory_format=None) -> bool:
+    """Whether the elements sit in their storage in order, one after another (a transpose, an expand or
+    a step slice does not; a fresh tensor, a narrow of the first dim and a result of any op do)."""
+    return in_order(input)
+
+
+@CLONE.publish(Names(method=("contiguous",)))
+def contiguous(input, memory_format=None):
+    """The tensor itself when it is contiguous, else a copy laid out in order (``CloneBackward0``)."""
+    return input if is_contiguous(input) else clone(input)
+
+
+@T_INPLACE.publish(Names(method=("t_",)))
+def t_(input):
+    """``t()`` in place: the tensor keeps its identity and its storage (its views still see its
+    writes); its version counts the change, as PyTorch's does."""
+    if input.ndim > 2:
+        raise RuntimeError(f"t_() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    node, grad = input._node, _grad_state.enabled
+    root = root_of(input)
+    if grad and node.requires_grad and node.op is LEAF:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    if grad and root is not None and root._node.requires_grad and root._node.op is LEAF:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    cycle = _grad_state.cycle
+    if cycle is not None and cycle.replaying:  # a change of layout is no traced write: the step runs unreplayed
+        cycle.fall_back()
+        cycle = _grad_state.cycle
+    if cycle is not None:
+        cycle.broken = True
+    step = (T_INPLACE, (tuple(reversed(range(input.ndim))),))
+    new = record(T_INPLACE, (node,), step[1])
+    if not grad and node.requires_grad and node.op is LEAF:  # a parameter transposed under no_grad stays one
+        new = lazy_leaf(new, requires_grad=True)
+    storage = storage_of(input)
+    relaid(input, step)
+    mark(storage, node, new)
+    input._rebind(new)
+    storage.version += 1
+    return input
