@@ -115,7 +115,7 @@ def _steps(tensor):
         if step not in (DETACH, DATA):
             steps.append(step)
         tensor = parent
-    return tensor._node.shape, tuple(reversed(steps))
+    return tuple(tensor.shape), tuple(reversed(steps))
 
 
 @functools.lru_cache(maxsize=1024)  # a loop reshapes the same kind of view every step
