@@ -18,7 +18,7 @@ from symgrad.nodes import (LEAF, NO_GRAD_VIEW_REBASED, Node, RefusedHistory, con
 from symgrad.ops.elementwise import FILL, KEEP_HISTORY
 from symgrad.ops.shape import COPY_OVER, copy, expand, to_dtype
 from symgrad.ops.views import VIEW_OF, WRITE_BACK
-from symgrad.storage import DATA, DETACH, mark, partly_shared, storage_of, viewed
+from symgrad.storage import DATA, DETACH, mark, mark_detached, note_detached, partly_shared, storage_of, viewed
 from symgrad.tensor import Tensor, record
 
 
@@ -45,6 +45,8 @@ def assign(tensor: Tensor, node: Node) -> None:
     and the tensors sharing its storage see the write."""
     storage = tensor._storage or storage_of(tensor)
     mark(storage, tensor._node, node)
+    if storage.detached:
+        mark_detached(storage)
     tensor._rebind(node)
     if len(storage.members) > 1:
         written, recorded = _write_up(tensor)
@@ -90,6 +92,8 @@ def _refresh(member: Tensor, replaced: bool) -> None:
     old = member._node
     if step in (DETACH, DATA):
         new = _values(old, lazy_leaf(parent._node))
+        if step is DETACH:
+            note_detached(member._storage, new)
     else:
         refused = _refused(parent._node)
         # a view made without grad whose base now has history under grad mode: PyTorch's requires grad, and refuses
@@ -116,9 +120,9 @@ def _refused(node: Node) -> str | None:
     return refusal.args[0] if refusal.__class__ is RefusedHistory else None
 
 
-def check_writable(tensor: Tensor, name: str, alike: bool = False) -> None:
+def check_writable(tensor: Tensor, name: str, alike: bool = False, brings_grad: bool = False) -> None:
     """PyTorch's refusals of an in-place write into an inference tensor or a view, made before
-    anything is recorded.  A write that gives the copies of an element the same value (``alike``:
+    anything is recorded (``brings_grad``: the values written have history).  A write that gives the copies of an element the same value (``alike``:
     ``fill_``, ``zero_``, ``x.copy_(x)``), without history, into a whole expanded view, whose
     elements share memory, goes through as PyTorch's does.  (Into a part of one, PyTorch writes the
     elements that part shares; symgrad refuses.)"""
@@ -146,7 +150,7 @@ def check_writable(tensor: Tensor, name: str, alike: bool = False) -> None:
                                f"the output of a function that returns multiple views. Such functions do not allow "
                                f"the output views to be modified inplace. You should replace the inplace operation "
                                f"by an out-of-place one. [{name}]")
-        if grad and not made_with_grad and parent._node.requires_grad:
+        if grad and not made_with_grad and (brings_grad or parent._node.requires_grad):
             raise RuntimeError(NO_GRAD_VIEW)
         child = parent
     if grad and child is not tensor and child._node.requires_grad and child._node.op is LEAF:
@@ -194,6 +198,8 @@ def apply_inplace(tensor: Tensor, name: str, compute, operands=()) -> Tensor:
     if result is None:
         result = compute()
     result = result._node
+    if result.requires_grad and tensor._view is not None and not node.requires_grad:
+        check_writable(tensor, name, brings_grad=True)  # history into a view made under no_grad
     if result.dtype is not node.dtype:
         if result.dtype.category > node.dtype.category:
             raise RuntimeError(f"result type {dtypes.torch_name(result.dtype)} can't be cast to the desired output "
@@ -239,7 +245,7 @@ def fill_inplace(tensor: Tensor, value, name: str = "FillBackward2") -> Tensor:
 def copy_(tensor: Tensor, src: Tensor) -> Tensor:
     """``copy_``: the tensor takes src's values (and, under grad mode, its history).  Without
     history it is a traced write (a running statistic moved each step: symgrad.cycles)."""
-    check_writable(tensor, "copy_", alike=src is tensor)
+    check_writable(tensor, "copy_", alike=src is tensor, brings_grad=src.requires_grad)
     if tensor._storage is not None:
         refuse_overlap(tensor, (src,))
     if is_grad_enabled() and tensor.requires_grad and tensor.is_leaf:

@@ -26,12 +26,13 @@ DATA = "data"  # the step of .data: as detach, and writes through it are not cou
 
 
 class Storage:
-    __slots__ = ("version", "members", "bound")
+    __slots__ = ("version", "members", "bound", "detached")
 
     def __init__(self, root):
         self.version = 0
         self.members = [weakref.ref(root)]
         self.bound = 16  # prune dead members when there are more than this
+        self.detached = []  # weak references to the nodes detach() gave, for the version counter (note_detached)
 
     def live(self) -> list:
         """The members still alive, parents before their views."""
@@ -216,15 +217,48 @@ def mark(storage: Storage, old, new) -> None:
     old.written = (storage, storage.version, weakref.ref(new))  # weak: new often holds old
 
 
+def note_detached(storage: Storage, node) -> None:
+    """``node`` holds values of ``storage`` through a detach: a later write marks it even when no
+    tensor holds it any more (``mark_detached``), as PyTorch's detach shares the version counter."""
+    detached = storage.detached
+    detached.append(weakref.ref(node))
+    if len(detached) > 2 * storage.bound:  # detached every step and never written: drop the dead
+        storage.detached = [ref for ref in detached if ref() is not None]
+        storage.bound = max(storage.bound, len(storage.detached))
+
+
+def mark_detached(storage: Storage) -> None:
+    """A write to ``storage`` marks what its detached nodes held (each once; a graph that saved one
+    refuses its backward), and forgets them: a detached tensor still alive notes its new node."""
+    for ref in storage.detached:
+        node = ref()
+        if node is not None and node.written is None:
+            node.written = (storage, storage.version, ref)  # the refusal names the detached values: no grad_fn
+    storage.detached = []
+
+
 def check_saved(nodes) -> None:
     """PyTorch's error if one of ``nodes`` (on a gradient path) saved a value changed in place since."""
     for node in nodes:
         if node.written is not None and _saves_output(node):
             _refuse(node.written, node)
         for position, i in enumerate(node.inputs):
-            if i.written is not None and saves_input(node, position) and not (
-                    position == 0 and _the_write(node, i.written[2])):
-                _refuse(i.written)
+            if i.written is not None:
+                if saves_input(node, position) and not (position == 0 and _the_write(node, i.written[2])):
+                    _refuse(i.written)
+            elif i.op.view and saves_input(node, position):
+                written = base_written(i)
+                if written is not None:  # a view no tensor holds any more: it shares its base's version all the same
+                    _refuse((written[0], written[1], None), i, "AsStrided" if i.requires_grad else "")
+
+
+def base_written(view):
+    """How the base of ``view`` (a node made by view ops) was written since, if it was: a view of a
+    tensor shares its version counter, even when no tensor holds the view any more."""
+    node = view
+    while node.written is None and node.op.view and node.inputs:  # (a freed graph keeps no inputs)
+        node = node.inputs[0]
+    return node.written
 
 
 def _the_write(node, new) -> bool:
@@ -296,12 +330,14 @@ def saves_input(node, position: int) -> bool:
     return True
 
 
-def _refuse(written, saved_output=None) -> None:
-    """PyTorch names the saving node for a saved output, else the tensor's grad_fn after the write."""
+def _refuse(written, saved=None, name=None) -> None:
+    """PyTorch names the saved node (an output, or a view of a written base: ``name`` AsStrided, as
+    PyTorch's view after the write), else the tensor's grad_fn after the write."""
     storage, version, new = written
-    node = saved_output or new()
-    grad_fn = grad_fn_of(node) if node is not None else None
-    name = "" if grad_fn is None else type(grad_fn).__name__.removesuffix("Backward0").replace("Backward", "")
+    node = saved or new()
+    if name is None:
+        grad_fn = grad_fn_of(node) if node is not None else None
+        name = "" if grad_fn is None else type(grad_fn).__name__.removesuffix("Backward0").replace("Backward", "")
     made_by = f", which is output 0 of {name}," if name else ""  # PyTorch's short names: Exp, Pow1
     kind = f"torch.{dtypes.torch_name(node.dtype)}Tensor" if node is not None else "a tensor"
     shape = list(node.shape) if node is not None else "?"

@@ -123,7 +123,9 @@ class Tensor:
         node = lazy_leaf(self._node)
         if cycle is not None and not cycle.replaying and not cycle.broken:
             cycle.detached(self, node)
-        return storage.viewed(self, Tensor(node), storage.DETACH)
+        detached = storage.viewed(self, Tensor(node), storage.DETACH)
+        storage.note_detached(self._storage, node)
+        return detached
 
     def detach_(self) -> "Tensor":
         self._rebind(lazy_leaf(self._node))

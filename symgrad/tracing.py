@@ -301,7 +301,7 @@ def gradient_path(root, inputs=None):
         if node.written is not None:
             suspects.append(node)
         for i in node.inputs:
-            if i.written is not None:
+            if i.written is not None or i.op.view and storage.base_written(i) is not None:
                 suspects.append(node)
             if i.requires_grad and i not in seen:
                 seen.add(i)
