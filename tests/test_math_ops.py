@@ -231,6 +231,9 @@ def test_xlogy_is_zero_at_zero_x_unless_y_is_nan(torch):
     out = _compare(torch, lambda t, a, b: t.xlogy(a, b), x, y)
     assert type(out.grad_fn).__name__ == "XlogyBackward0"
     assert type(_compare(torch, lambda t, a: t.xlogy(a, 2.5), x).grad_fn).__name__ == "XlogyBackward2"
+    weights = [-0.75, 0.5, 1.25, -1.5, 0.25, 2.0, -1.0, 3.0, -2.0]
+    for zero in (0.0, -0.0):  # log(0) is -inf, signed (random-programs fuzzer: SymPy's log(0) is an unsigned infinity)
+        _compare(torch, lambda t, a: t.xlogy(a, zero) * t.tensor(weights), x)
     assert type(_compare(torch, lambda t, b: t.xlogy(2, b), y).grad_fn).__name__ == "XlogyBackward1"
     _compare(torch, lambda t, a, b: a.xlogy(b) + (a * 1).xlogy_(b), x, y, dtype="float64")
     assert _compare(torch, lambda t, a, b: t.xlogy(a, b), [0, 2], [0, 3], dtype="int64").dtype is symgrad.float32

@@ -515,7 +515,8 @@ class xlogy(_RealFunction):
         x, y = self.args
         if argindex == 2:
             return x / y
-        return select(equal(x, 0) * less_equal(y, 0), sp.S.Zero, sp.log(y))
+        log_y = sp.S.NegativeInfinity if y.is_zero and not y.free_symbols else sp.log(y)  # SymPy's log(0) is unsigned
+        return select(equal(x, 0) * less_equal(y, 0), sp.S.Zero, log_y)
 
 
 class acosh(sp.acosh):
