@@ -273,7 +273,8 @@ SAVES_RESULT = frozenset({"exp", "exp2", "expm1", "sigmoid", "tan", "tanh", "rel
                           "softmax", "log_softmax", "cholesky", "inv", "eigh", "svd",
                           "rrelu_", "rrelu_with_noise_"})  # rrelu_'s in-place twins (RreluWithNoiseBackward1)
 # ...that read their result and their input
-SAVES_BOTH = frozenset({"max", "min", "cumprod", "prod", "logsumexp", "vector_norm"})
+SAVES_BOTH = frozenset({"max", "min", "cumprod", "prod", "logsumexp", "vector_norm", "cdist", "copysign", "det", "dist",
+                        "hypot", "logcumsumexp", "matrix_norm", "median", "solve", "solve_triangular"})
 # ...that keep their index or mask (an integer or bool input) to send the gradient back
 INDEXED = frozenset({"take", "gather", "scatter", "index_select", "index_fill", "masked_fill", "masked_select", "put",
                      "embedding", "where", "put_at", "masked_scatter"})

@@ -642,9 +642,10 @@ def _first_examples():
             yield pytest.param(op, example, id=case_id)
 
 
-def _kept(T, op, example, values, write_first: bool):
-    """Whether the op's backward refuses after its float inputs were written under no_grad (one
-    backward), or refuses to run a second time: what PyTorch's saved tensors decide."""
+def _kept(T, op, example, values, write_first):
+    """Whether the op's backward refuses after its float inputs (``write_first`` "inputs") or its
+    result ("result") were written under no_grad (one backward), or refuses to run a second time
+    (``write_first`` None): what PyTorch's saved tensors decide."""
     if T is symgrad:
         args = symgrad_args(values, dtype=symgrad.float32)
         out = apply(op, *args, attrs=example.attrs)
@@ -653,11 +654,14 @@ def _kept(T, op, example, values, write_first: bool):
         out = op.torch_fn(T, *args, *[getattr(T, a.name) if isinstance(a, symgrad.dtype) else a for a in example.attrs])
     if not out.requires_grad:
         return None
-    if write_first:
+    if write_first == "inputs":
         with T.no_grad():
             for a in args:
                 if not np.isscalar(a) and a.requires_grad:
                     a.mul_(1)
+    elif write_first == "result" and out._base is None:  # (a view's write is its base's)
+        with T.no_grad():
+            out.mul_(1)
     cotangent = T.ones(tuple(out.shape), dtype=out.dtype)
     refused = []
     for _ in range(1 if write_first else 2):
@@ -673,13 +677,14 @@ def _kept(T, op, example, values, write_first: bool):
 def test_what_each_ops_backward_keeps_is_pytorchs(op, example, torch):
     """Was (slow fuzzer): a constant ``pad`` kept its input, so writing the input afterwards was refused
     (PyTorch's ConstantPadNdBackward0 keeps only sizes).  Each op, written after its call and
-    differentiated twice, refuses exactly where PyTorch does (storage.saves_input, keeps_tensors)."""
+    differentiated twice, refuses exactly where PyTorch does (storage.saves_input, keeps_tensors); and
+    written after its result was (random-programs fuzzer: cdist kept no result)."""
     values = make_inputs(op, example, np.random.default_rng(len(op.name)))
     values = [v.astype(np.float32) if not np.isscalar(v) and v.dtype.kind == "f" else v for v in values]
-    for write_first in (True, False):
+    for write_first in ("inputs", "result", None):
         theirs = _kept(torch, op, example, values, write_first)
         ours = _kept(symgrad, op, example, values, write_first)
-        assert ours == theirs, ("written first" if write_first else "twice", ours, theirs)
+        assert ours == theirs, (write_first or "twice", ours, theirs)
 
 
 @pytest.mark.parametrize("divisor_requires_grad", [False, True])
