@@ -255,10 +255,13 @@ def check_saved(nodes) -> None:
 def base_written(view):
     """How the base of ``view`` (a node made by view ops) was written since, if it was: a view of a
     tensor shares its version counter, even when no tensor holds the view any more."""
-    node = view
+    child = node = view
     while node.written is None and node.op.view and node.inputs:  # (a freed graph keeps no inputs)
-        node = node.inputs[0]
-    return node.written
+        child, node = node, node.inputs[0]
+    written = node.written
+    if written is not None and written[2]() is child:
+        return None  # the write that made the view itself (``t_``: the former layout was written by it)
+    return written
 
 
 def _the_write(node, new) -> bool:
@@ -270,16 +273,17 @@ def _the_write(node, new) -> bool:
 
 # PyTorch's backward formulas that read their result, not their input (derivatives.yaml)
 SAVES_RESULT = frozenset({"exp", "exp2", "expm1", "sigmoid", "tan", "tanh", "relu", "sqrt", "rsqrt", "reciprocal",
-                          "softmax", "log_softmax", "cholesky", "inv", "eigh", "svd",
+                          "softmax", "log_softmax", "cholesky", "inv", "eigh", "svd", "special_ndtri",
                           "rrelu_", "rrelu_with_noise_"})  # rrelu_'s in-place twins (RreluWithNoiseBackward1)
 # ...that read their result and their input
 SAVES_BOTH = frozenset({"max", "min", "cumprod", "prod", "logsumexp", "vector_norm", "cdist", "copysign", "det", "dist",
+                        "special_i0e", "special_i1", "special_i1e", "special_erfcx", "special_log_ndtr", "ldexp",
                         "hypot", "logcumsumexp", "matrix_norm", "median", "solve", "solve_triangular"})
 # ...that keep their index or mask (an integer or bool input) to send the gradient back
 INDEXED = frozenset({"take", "gather", "scatter", "index_select", "index_fill", "masked_fill", "masked_select", "put",
                      "embedding", "where", "put_at", "masked_scatter"})
 # ...that keep tensors other than their inputs: the indices they computed, a number as a tensor (p - lr * g)
-KEEPS_OTHERS = frozenset({"sort", "max_dim", "min_dim", "median_dim", "sgd_update"})
+KEEPS_OTHERS = frozenset({"sort", "max_dim", "min_dim", "median_dim", "sgd_update", "frexp"})
 # ...whose gradient reads no tensor (zeros, the cotangent as it is, or a Python number)
 SAVES_NOTHING = frozenset({"floor", "ceil", "round", "round_decimals", "trunc", "frac", "sign", "floor_divide",
                            "cumsum", "div_scalar"})
@@ -322,6 +326,8 @@ def saves_input(node, position: int) -> bool:
     if op.name in PRODUCTS:  # linear's bias is no factor: it is never read
         factors = inputs[:2] if op.name == "linear" else inputs
         return position < len(factors) and any(n.requires_grad for k, n in enumerate(factors) if k != position)
+    if op.name == "ldexp":  # x's gradient reads the exponent, the exponent's the result
+        return position == 1
     if op.name == "rdiv":  # number / x is PyTorch's reciprocal(x) * number: the reciprocal keeps its result
         return False
     if op.name == "div":
