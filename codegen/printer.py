@@ -94,8 +94,8 @@ class JaxPrinter(StrPrinter):
             return f"jnp.sqrt({self._print(base)})"
         if exponent == -sp.S.Half:
             return f"(1/jnp.sqrt({self._print(base)}))"
-        if exponent == -1:
-            return f"(1/{self.parenthesize(base, PRECEDENCE['Mul'], strict=True)})"
+        if exponent == -1:  # a product kept whole (1/(x*(1 - x))) is parenthesized: 1/x*y is y/x
+            return f"(1/{self.parenthesize(base, PRECEDENCE['Mul'])})"
         if exponent.is_Number and exponent.is_extended_negative:  # not NaN
             positive = sp.Pow(base, -exponent, evaluate=False)
             return f"(1/{self.parenthesize(positive, PRECEDENCE['Mul'])})"

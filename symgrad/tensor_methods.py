@@ -15,6 +15,7 @@ from symgrad.inplace import assign, copy_, data, fill_inplace
 from symgrad.legacy_types import type_of
 from symgrad.nodes import leaf
 from symgrad.ops import shape as S
+from symgrad.ops.special import positive
 from symgrad.tensor import Tensor
 from symgrad.tracing import gradient_path
 
@@ -163,7 +164,7 @@ METHODS = {
     "_set_grad": _set_grad,
     "register_hook": register_hook,
     "register_post_accumulate_grad_hook": register_post_accumulate_grad_hook,
-    "__pos__": lambda a: a,
+    "__pos__": positive, "positive": positive,
     "zero_": lambda a: fill_inplace(a, 0, "ZeroBackward0"),
     "fill_": lambda a, value: fill_inplace(a, value),
     "copy_": copy_,
