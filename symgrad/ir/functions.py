@@ -1128,11 +1128,15 @@ class Concatenate(Structural):
         axis, out_shape = int(self.args[-1]), p.shape_of(out)
         g = p.materialize(g, out_shape, p.dtype_of(out))
         contributions, start = [], 0
+        steps = axis == 0 and len(self.args) > 5  # more than four parts: a loop's outputs stacked (an RNN's)
         for x in self.args[:-1]:
             size = p.shape_of(x)[axis]
-            spec = [(1, 0, n, 1) for n in out_shape]
-            spec[axis] = (1, start, start + size, 1)
-            contributions.append((x, p.index(g, spec)))
+            if steps and size == 1:  # each reads g[t], which codegen.reroll prints as a scan's step
+                contributions.append((x, p.reshape(p.index(g, [(0, start)]), p.shape_of(x))))
+            else:
+                spec = [(1, 0, n, 1) for n in out_shape]
+                spec[axis] = (1, start, start + size, 1)
+                contributions.append((x, p.index(g, spec)))
             start += size
         return contributions
 
