@@ -1,10 +1,13 @@
-"""Convolutions and pooling: ``F.conv1d``, ``F.conv2d``, ``F.max_pool2d``, ``F.avg_pool2d`` and
-``F.adaptive_avg_pool2d``, each one node whose IR is a head of symgrad.ir.linalg (a convolution, or
+"""Convolutions and pooling: ``F.conv1d/2d/3d``, ``F.max_pool2d/3d``, ``F.avg_pool2d/3d`` and
+``F.adaptive_avg_pool2d/3d``, each one node whose IR is a head of symgrad.ir.linalg (a convolution, or
 a window's patches), so its VJP is symbolic: transposed convolutions, and folds of the patches.
 
 The checks are PyTorch's, with its wording, made when the call is recorded.
 """
 from __future__ import annotations
+
+import functools
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -21,10 +24,10 @@ from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import Tensor, apply
 
 
-def _tuple(value, n: int, name: str, convolution: bool = True) -> tuple:
-    """An int or a sequence of n ints, as PyTorch's ``stride=``, ``padding=``... arguments."""
+def _tuple(value, n: int, name: str) -> tuple:
+    """An int or a sequence of n ints (or of one, repeated), as PyTorch's ``stride=``, ``padding=``..."""
     values = (value,) * n if isinstance(value, int) else tuple(value)
-    if len(values) == 1 and n > 1 and not convolution:
+    if len(values) == 1:
         values *= n
     if len(values) != n:
         raise RuntimeError(f"expected {name} to be a single integer value or a list of {n} values to match the "
@@ -96,7 +99,7 @@ def _reference_conv(x, w, *rest):
 
 def _torch_conv(t, x, w, *rest):
     *bias, stride, padding, dilation, groups = rest
-    conv = (t.nn.functional.conv1d, t.nn.functional.conv2d)[len(stride) - 1]
+    conv = (t.nn.functional.conv1d, t.nn.functional.conv2d, t.nn.functional.conv3d)[len(stride) - 1]
     bias = bias[0] if bias else None
     if any(lo != hi for lo, hi in padding):  # 'same' with an even window: PyTorch pads the input itself
         return conv(x, w, bias, stride, "same", dilation, groups)
@@ -108,7 +111,8 @@ def _conv_op(name, with_bias):
                 Example(((1, 4, 7, 6), (6, 2, 3, 3)), ((2, 1), ((1, 1), (2, 2)), (1, 2), 2)),
                 Example(((1, 2, 5, 5), (2, 2, 2, 2)), ((1, 1), ((0, 1), (0, 1)), (1, 1), 1)),
                 Example(((2, 2, 9), (4, 1, 3)), ((2,), ((1, 1),), (2,), 2)),
-                Example(((1, 3, 8), (2, 3, 4)), ((3,), ((0, 0),), (1,), 1)))
+                Example(((1, 3, 8), (2, 3, 4)), ((3,), ((0, 0),), (1,), 1)),
+                Example(((1, 2, 3, 4, 3), (2, 1, 2, 2, 1)), ((1, 2, 1), ((1, 1), (0, 0), (1, 1)), (1, 1, 2), 2)))
     if with_bias:
         examples = tuple(Example((*e.shapes, (e.shapes[1][0],)), e.attrs) for e in examples)
     return register(Op(name, "ConvolutionBackward0", _infer_conv, _build_conv, reference=_reference_conv,
@@ -167,20 +171,47 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _convolution(2, input, weight, bias, stride, padding, dilation, groups)
 
 
+@CONV.publish(Names(function=("conv3d",), functional=("conv3d",)))
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _convolution(3, input, weight, bias, stride, padding, dilation, groups)
+
+
 # ------------------------------------------------------------------------------ pooling
 
+_AXES = {2: ("H", "W"), 3: ("T", "H", "W")}
 
-def _pool_arguments(input, kernel_size, stride, padding, dilation):
-    """PyTorch's 2-D pool arguments as pairs (the stride is the kernel's by default), checked."""
-    if input.ndim not in (3, 4):
-        raise RuntimeError(f"non-empty 3D or 4D (batch mode) tensor expected for input, but got "
+
+def _labelled(prefix, values):
+    """PyTorch's pool messages name each axis: 'dH: 2 dW: 1', 'dilationT: 0 ...'."""
+    return " ".join(f"{prefix}{a}: {v}" for a, v in zip(_AXES[len(values)], values))
+
+
+def _pool_tuple(value, n: int, name: str, what: str) -> tuple:
+    values = (value,) * n if isinstance(value, int) else tuple(value)
+    if len(values) == 1:
+        values *= n
+    if len(values) != n:
+        raise RuntimeError(f"{name}: {what} must either be a single int, or a tuple of {('two', 'three')[n - 2]} ints")
+    return tuple(int(v) for v in values)
+
+
+def _pool_arguments(name, input, kernel_size, stride, padding, dilation):
+    """PyTorch's n-D pool arguments as n-tuples (the stride is the kernel's by default), checked
+    in PyTorch's order; ``name`` ('max_pool2d', 'avg_pool3d') says n."""
+    n = int(name[-2])
+    if input.ndim not in (n + 1, n + 2):
+        raise RuntimeError(f"non-empty {n + 1}D or {n + 2}D (batch mode) tensor expected for input, but got "
                            f"{_sizes(input.shape)}")
-    kernel = _tuple(kernel_size, 2, "kernel_size", convolution=False)
+    kernel = _pool_tuple(kernel_size, n, name, "kernel_size")
     no_stride = stride is None or (not isinstance(stride, int) and not len(stride))
-    stride = kernel if no_stride else _tuple(stride, 2, "stride", convolution=False)
-    padding, dilation = _tuple(padding, 2, "padding", False), _tuple(dilation, 2, "dilation", False)
-    if any(s <= 0 for s in stride):
-        raise RuntimeError(f"stride should be greater than zero, but got dH: {stride[0]} dW: {stride[1]}")
+    stride = kernel if no_stride else _pool_tuple(stride, n, name, "stride")
+    padding, dilation = _pool_tuple(padding, n, name, "padding"), _pool_tuple(dilation, n, name, "dilation")
+    if 0 in stride:
+        raise RuntimeError("stride should not be zero")
+    for values, label, what in ((kernel, "k", "kernel size"), (stride, "d", "stride"),
+                                (dilation, "dilation", "dilation")):
+        if min(values) <= 0:
+            raise RuntimeError(f"{what} should be greater than zero, but got {_labelled(label, values)}")
     for k, p, d in zip(kernel, padding, dilation):
         if p > k // 2:
             raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p}, "
@@ -203,22 +234,28 @@ def _pool_geometry(spatial, kernel, stride, padding, dilation, ceil_mode):
 
 
 def _infer_max_pool(nodes, kernel, stride, padding, dilation, ceil_mode):
-    return _infer_pool("max_pool2d", nodes, kernel, stride, padding, dilation, ceil_mode)
+    return _infer_pool(f"max_pool{len(kernel)}d", nodes, kernel, stride, padding, dilation, ceil_mode)
 
 
 def _infer_avg_pool(nodes, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    return _infer_pool("avg_pool2d", nodes, kernel, stride, padding, (1, 1), ceil_mode)
+    n = len(kernel)
+    spatial = nodes[0].shape[-n:]
+    if n == 3 and any(k > size for k, size in zip(kernel, spatial)):  # avg_pool3d's own check
+        raise ValueError(f"input image ({_labelled('', spatial)}) smaller than kernel size "
+                         f"({_labelled('k', kernel)})")
+    return _infer_pool(f"avg_pool{n}d", nodes, kernel, stride, padding, (1,) * n, ceil_mode)
 
 
 def _infer_pool(name, nodes, kernel, stride, padding, dilation, ceil_mode):
     (x,) = nodes
+    n = len(kernel)
     if not x.dtype.is_floating_point:
         raise ValueError(f'"{name}" not implemented for \'{dtypes.torch_name(x.dtype).capitalize()}\'')
-    out, _ = _pool_geometry(x.shape[-2:], kernel, stride, padding, dilation, ceil_mode)
+    out, _ = _pool_geometry(x.shape[-n:], kernel, stride, padding, dilation, ceil_mode)
     if min(out) < 1:
-        raise ValueError(f"Given input size: ({'x'.join(map(str, x.shape[-3:]))}). Calculated output size: "
-                         f"({x.shape[-3]}x{'x'.join(map(str, out))}). Output size is too small")
-    return (*x.shape[:-2], *out), x.dtype
+        raise ValueError(f"Given input size: ({'x'.join(map(str, x.shape[-n - 1:]))}). Calculated output size: "
+                         f"({x.shape[-n - 1]}x{'x'.join(map(str, out))}). Output size is too small")
+    return (*x.shape[:-n], *out), x.dtype
 
 
 def _patches(p, x, spatial, kernel, stride, padding, dilation, ceil_mode, value):
@@ -229,43 +266,57 @@ def _patches(p, x, spatial, kernel, stride, padding, dilation, ceil_mode, value)
 
 
 def _build_max_pool(p, node, x):
-    x_node = node.inputs[0]
-    patches = _patches(p, x, x_node.shape[-2:], *node.attrs, sp.S.NegativeInfinity)
-    return emit(p, WindowMax, patches, sp.Integer(len(x_node.shape) - 2), hint="max_pool")
+    x_node, n = node.inputs[0], len(node.attrs[0])
+    patches = _patches(p, x, x_node.shape[-n:], *node.attrs, sp.S.NegativeInfinity)
+    return emit(p, WindowMax, patches, sp.Integer(len(x_node.shape) - n), hint="max_pool")
 
 
 def _reference_max_pool(x, kernel, stride, padding, dilation, ceil_mode):
     """The max over strided slices of the padded input (JAX has no VJP for dilated max windows)."""
-    out, pads = _pool_geometry(x.shape[-2:], kernel, stride, padding, dilation, ceil_mode)
-    padded = jnp.pad(x, [(0, 0)] * (x.ndim - 2) + list(pads), constant_values=-jnp.inf)
-    views = [padded[..., i * dilation[0]::stride[0], j * dilation[1]::stride[1]][..., :out[0], :out[1]]
-             for i in range(kernel[0]) for j in range(kernel[1])]
+    n = len(kernel)
+    out, pads = _pool_geometry(x.shape[-n:], kernel, stride, padding, dilation, ceil_mode)
+    padded = jnp.pad(x, [(0, 0)] * (x.ndim - n) + list(pads), constant_values=-jnp.inf)
+    views = [padded[(..., *(slice(i * d, i * d + s * (o - 1) + 1, s) for i, d, s, o in
+                            zip(offset, dilation, stride, out)))]
+             for offset in itertools.product(*(range(k) for k in kernel))]
     return jnp.max(jnp.stack(views), axis=0)
 
 
 _POOL_EXAMPLES = (((2, 3, 6, 5), (2, 2), (2, 2), (0, 0)), ((1, 2, 7, 7), (3, 3), (2, 2), (1, 1)),
-                  ((2, 5, 6), (3, 2), (2, 1), (1, 0)), ((1, 1, 7, 8), (2, 3), (3, 2), (1, 1)))
+                  ((2, 5, 6), (3, 2), (2, 1), (1, 0)), ((1, 1, 7, 8), (2, 3), (3, 2), (1, 1)),
+                  ((1, 2, 4, 3, 5), (2, 1, 3), (2, 1, 2), (1, 0, 1)))
 
 MAX_POOL = register(Op(
-    "max_pool2d", "MaxPool2DWithIndicesBackward0", _infer_max_pool, _build_max_pool, reference=_reference_max_pool,
-    torch_fn=lambda t, x, kernel, stride, padding, dilation, ceil_mode: t.nn.functional.max_pool2d(
+    "max_pool2d", lambda nodes, kernel, *rest: f"MaxPool{len(kernel)}DWithIndicesBackward0", _infer_max_pool,
+    _build_max_pool, reference=_reference_max_pool,
+    torch_fn=lambda t, x, kernel, stride, padding, dilation, ceil_mode: (
+        t.nn.functional.max_pool2d, t.nn.functional.max_pool3d)[len(kernel) - 2](
         x, kernel, stride, padding, dilation, ceil_mode=ceil_mode),
-    examples=(*(Example((shape,), (k, s, pad, (1, 1), ceil)) for (shape, k, s, pad), ceil
-                in zip(_POOL_EXAMPLES, (False, False, True, True))),
+    examples=(*(Example((shape,), (k, s, pad, (1,) * len(k), ceil)) for (shape, k, s, pad), ceil
+                in zip(_POOL_EXAMPLES, (False, False, True, True, True))),
               Example(((1, 2, 7, 6),), ((2, 2), (1, 2), (1, 0), (2, 1), False)))))
 
 
 def _build_max_pool_indices(p, node, x, positions):
     """Where each max-pool window's pick sits in its plane (``h * W + w``): the one-hot of the pick
     (ir.linalg.ArgmaxMask, the rule of the gradient) selecting from the windows of the positions."""
-    x_node = node.inputs[0]
-    axis = sp.Integer(len(x_node.shape) - 2)
-    picked = emit(p, ArgmaxMask, _patches(p, x, x_node.shape[-2:], *node.attrs, sp.S.NegativeInfinity), axis,
+    x_node, n = node.inputs[0], len(node.attrs[0])
+    axis = sp.Integer(len(x_node.shape) - n)
+    picked = emit(p, ArgmaxMask, _patches(p, x, x_node.shape[-n:], *node.attrs, sp.S.NegativeInfinity), axis,
                   hint="picked")
-    windows = _patches(p, positions, x_node.shape[-2:], *node.attrs, sp.S.Zero)
-    shape = p.shape_of(picked)
-    chosen = p.assign(ir.select(ir.greater(picked, 0), windows, 0), shape, "int64", "chosen")
-    return p.reduce_sum(chosen, (int(axis),), False)
+    windows = _patches(p, positions, x_node.shape[-n:], *node.attrs, sp.S.Zero)
+    return picked_positions(p, picked, windows, int(axis))
+
+
+def picked_positions(p, picked, windows, axis: int):
+    """The positions (``windows``) where the one-hot ``picked`` is 1, along ``axis``."""
+    chosen = p.assign(ir.select(ir.greater(picked, 0), windows, 0), p.shape_of(picked), "int64", "chosen")
+    return p.reduce_sum(chosen, (axis,), False)
+
+
+def plane_positions(spatial) -> Tensor:
+    """Each entry's flat position in its plane (int64), the indices PyTorch's max pools return."""
+    return Tensor(leaf(jnp.arange(int(np.prod(spatial)), dtype=jnp.int64).reshape(spatial), dtypes.int64))
 
 
 MAX_POOL_INDICES = register(Op("max_pool2d_indices", None,
@@ -273,99 +324,134 @@ MAX_POOL_INDICES = register(Op("max_pool2d_indices", None,
                                _build_max_pool_indices, saves=False))
 
 
-@MAX_POOL.publish(Names(function=("max_pool2d",), functional=("max_pool2d",)))
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+def _max_pool(name, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     """With ``return_indices``, also each pick's position in its input plane (int64, as PyTorch's)."""
-    kernel, stride, padding, dilation = _pool_arguments(input, kernel_size, stride, padding, dilation)
+    kernel, stride, padding, dilation = _pool_arguments(name, input, kernel_size, stride, padding, dilation)
     attrs = (kernel, stride, padding, dilation, bool(ceil_mode))
     output = apply(MAX_POOL, input, attrs=attrs)
     if not return_indices:
         return output
-    height, width = input.shape[-2:]
-    positions = Tensor(leaf(jnp.arange(height * width, dtype=jnp.int64).reshape(height, width), dtypes.int64))
+    positions = plane_positions(input.shape[-len(kernel):])
     return output, apply(MAX_POOL_INDICES, input, positions, attrs=attrs)
+
+
+@MAX_POOL.publish(Names(function=("max_pool2d",), functional=("max_pool2d",)))
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _max_pool("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+@MAX_POOL.publish(Names(functional=("max_pool2d_with_indices",)))
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=True):
+    return _max_pool("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+@MAX_POOL.publish(Names(function=("max_pool3d",), functional=("max_pool3d",)))
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _max_pool("max_pool3d", input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+@MAX_POOL.publish(Names(functional=("max_pool3d_with_indices",)))
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=True):
+    return _max_pool("max_pool3d", input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
 def _divisor(spatial, kernel, stride, padding, ceil_mode, count_include_pad):
     """How many entries each window of an average pool divides by: PyTorch's pool_size (the window
     cut at the padding's end) or, without ``count_include_pad``, the input entries it covers."""
-    out, _ = _pool_geometry(spatial, kernel, stride, padding, (1, 1), ceil_mode)
+    out, _ = _pool_geometry(spatial, kernel, stride, padding, (1,) * len(kernel), ceil_mode)
     counts = []
     for n, k, s, p, o in zip(spatial, kernel, stride, padding, out):
         starts = np.arange(o) * s - p
         ends = np.minimum(starts + k, n + p)
         counts.append(ends - starts if count_include_pad else np.minimum(ends, n) - np.maximum(starts, 0))
-    return np.outer(*counts)
+    return functools.reduce(np.multiply.outer, counts)
 
 
 def _build_avg_pool(p, node, x):
     kernel, stride, padding, ceil_mode, count_include_pad, divisor_override = node.attrs
-    x_node, dtype = node.inputs[0], node.dtype.name
-    spatial = x_node.shape[-2:]
-    patches = _patches(p, x, spatial, kernel, stride, padding, (1, 1), ceil_mode, sp.S.Zero)
-    total = p.reduce_sum(patches, (len(x_node.shape) - 2,), False)
+    x_node, dtype, n = node.inputs[0], node.dtype.name, len(kernel)
+    spatial, ones = x_node.shape[-n:], (1,) * n
+    patches = _patches(p, x, spatial, kernel, stride, padding, ones, ceil_mode, sp.S.Zero)
+    total = p.reduce_sum(patches, (len(x_node.shape) - n,), False)
     if divisor_override:
         return p.assign(total / divisor_override, node.shape, dtype, "avg_pool")
     counts = _divisor(spatial, kernel, stride, padding, ceil_mode, count_include_pad)
     if np.all(counts == counts.flat[0]):
         return p.assign(total / int(counts.flat[0]), node.shape, dtype, "avg_pool")
     # windows of several sizes: count them as windows of ones (the padding counted, or not)
-    area = tuple(n + 2 * q for n, q in zip(spatial, padding)) if count_include_pad else spatial
-    ones = p.materialize(sp.S.One, area, dtype)
-    covered = _patches(p, ones, area, kernel, stride, (0, 0) if count_include_pad else padding, (1, 1), ceil_mode,
-                       sp.S.Zero)
+    area = tuple(m + 2 * q for m, q in zip(spatial, padding)) if count_include_pad else spatial
+    covered = _patches(p, p.materialize(sp.S.One, area, dtype), area, kernel, stride,
+                       (0,) * n if count_include_pad else padding, ones, ceil_mode, sp.S.Zero)
     count = p.reduce_sum(covered, (0,), False)
     return p.assign(total / count, node.shape, dtype, "avg_pool")
 
 
 def _reference_avg_pool(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    _, pads = _pool_geometry(x.shape[-2:], kernel, stride, padding, (1, 1), ceil_mode)
-    lead = (1,) * (x.ndim - 2)
-    padded = jnp.pad(x, [(0, 0)] * (x.ndim - 2) + list(pads))
+    n = len(kernel)
+    _, pads = _pool_geometry(x.shape[-n:], kernel, stride, padding, (1,) * n, ceil_mode)
+    lead = (1,) * (x.ndim - n)
+    padded = jnp.pad(x, [(0, 0)] * (x.ndim - n) + list(pads))
     total = jax.lax.reduce_window(padded, 0.0, jax.lax.add, lead + kernel, lead + stride, "VALID")
     if divisor_override:
         return total / divisor_override
-    return total / _divisor(x.shape[-2:], kernel, stride, padding, ceil_mode, count_include_pad)
+    return total / _divisor(x.shape[-n:], kernel, stride, padding, ceil_mode, count_include_pad)
 
 
 AVG_POOL = register(Op(
-    "avg_pool2d", "AvgPool2DBackward0", _infer_avg_pool, _build_avg_pool, reference=_reference_avg_pool,
-    torch_fn=lambda t, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override:
-        t.nn.functional.avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override),
+    "avg_pool2d", lambda nodes, kernel, *rest: f"AvgPool{len(kernel)}DBackward0", _infer_avg_pool, _build_avg_pool,
+    reference=_reference_avg_pool,
+    torch_fn=lambda t, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override: (
+        t.nn.functional.avg_pool2d, t.nn.functional.avg_pool3d)[len(kernel) - 2](
+        x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override),
     examples=(*(Example((shape,), (k, s, pad, ceil, include, None)) for (shape, k, s, pad), ceil, include
-                in zip(_POOL_EXAMPLES, (False, False, True, True), (True, False, True, False))),
+                in zip(_POOL_EXAMPLES, (False, False, True, True, True), (True, False, True, False, False))),
               Example(((1, 2, 5, 5),), ((3, 3), (2, 2), (1, 1), False, True, 4)))))
 
 
-@AVG_POOL.publish(Names(function=("avg_pool2d",), functional=("avg_pool2d",)))
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
-    kernel, stride, padding, _ = _pool_arguments(input, kernel_size, stride, padding, 1)
+def _avg_pool(name, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    kernel, stride, padding, _ = _pool_arguments(name, input, kernel_size, stride, padding, 1)
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
     return apply(AVG_POOL, input, attrs=(kernel, stride, padding, bool(ceil_mode), bool(count_include_pad),
                                          None if divisor_override is None else int(divisor_override)))
 
 
-def _adaptive_windows(n: int, out: int):
+@AVG_POOL.publish(Names(function=("avg_pool2d",), functional=("avg_pool2d",)))
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _avg_pool("avg_pool2d", input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override)
+
+
+@AVG_POOL.publish(Names(functional=("avg_pool3d",)))
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _avg_pool("avg_pool3d", input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override)
+
+
+def adaptive_windows(n: int, out: int):
     """PyTorch's adaptive windows along one axis: [floor(i n / out), ceil((i + 1) n / out))."""
     return [(i * n // out, -(-(i + 1) * n // out)) for i in range(out)]
 
 
 def _infer_adaptive(nodes, output_size):
     (x,) = nodes
-    if len(x.shape) not in (3, 4) or not all(x.shape[-3:]):
-        raise ValueError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {_sizes(x.shape)}")
-    return (*x.shape[:-2], *output_size), x.dtype
+    n = len(output_size)
+    if len(x.shape) not in (n + 1, n + 2) or not all(x.shape[-n - 1:]):
+        raise ValueError(f"adaptive_avg_pool{n}d(): Expected {n + 1}D or {n + 2}D tensor, but got {_sizes(x.shape)}")
+    return (*x.shape[:-n], *output_size), x.dtype
 
 
 def _build_adaptive(p, node, x):
     """Each axis in turn: the mean of each window, the windows joined (a window average is the
     mean over rows of the means over columns)."""
-    dtype, shape = node.dtype.name, node.inputs[0].shape
-    for axis, out in zip((len(shape) - 2, len(shape) - 1), node.attrs[0]):
+    dtype, shape, sizes = node.dtype.name, node.inputs[0].shape, node.attrs[0]
+    for axis, out in zip(range(len(shape) - len(sizes), len(shape)), sizes):
         means = []
-        for start, end in _adaptive_windows(shape[axis], out):
+        for start, end in adaptive_windows(shape[axis], out):
             spec = [(1, 0, n, 1) for n in shape]
             spec[axis] = (1, start, end, 1)
             window = p.index(x, spec)
@@ -377,29 +463,40 @@ def _build_adaptive(p, node, x):
 
 
 def _reference_adaptive(x, output_size):
-    for axis, out in zip((x.ndim - 2, x.ndim - 1), output_size):
+    for axis, out in zip(range(x.ndim - len(output_size), x.ndim), output_size):
         x = jnp.concatenate([jnp.mean(jax.lax.slice_in_dim(x, a, b, axis=axis), axis=axis, keepdims=True)
-                             for a, b in _adaptive_windows(x.shape[axis], out)], axis=axis)
+                             for a, b in adaptive_windows(x.shape[axis], out)], axis=axis)
     return x
 
 
 ADAPTIVE_AVG_POOL = register(Op(
-    "adaptive_avg_pool2d",
-    lambda nodes, size: "MeanBackward1" if size == (1, 1) else "AdaptiveAvgPool2DBackward0",  # PyTorch's mean then
+    "adaptive_avg_pool2d",  # PyTorch's mean where every window is the whole input
+    lambda nodes, size: "MeanBackward1" if set(size) == {1} else f"AdaptiveAvgPool{len(size)}DBackward0",
     _infer_adaptive, _build_adaptive,
     reference=_reference_adaptive,
-    torch_fn=lambda t, x, output_size: t.nn.functional.adaptive_avg_pool2d(x, output_size),
+    torch_fn=lambda t, x, output_size: (t.nn.functional.adaptive_avg_pool2d, t.nn.functional.adaptive_avg_pool3d)[
+        len(output_size) - 2](x, output_size),
     examples=(Example(((2, 3, 6, 4),), ((3, 2),)), Example(((1, 2, 7, 5),), ((3, 4),)),
-              Example(((2, 5, 5),), ((1, 1),)), Example(((1, 1, 3, 4),), ((5, 4),)))))
+              Example(((2, 5, 5),), ((1, 1),)), Example(((1, 1, 3, 4),), ((5, 4),)),
+              Example(((1, 2, 3, 5, 4),), ((2, 3, 4),)))))
+
+
+def _adaptive_avg_pool(input, output_size, n):
+    sizes = (output_size,) * n if isinstance(output_size, int) else tuple(output_size)
+    if len(sizes) != n:
+        raise RuntimeError(f"adaptive_avg_pool{n}d: output_size must be {n}")
+    sizes = tuple(int(m) if m is not None else input.shape[-n + i] for i, m in enumerate(sizes))
+    return apply(ADAPTIVE_AVG_POOL, input, attrs=(sizes,))
 
 
 @ADAPTIVE_AVG_POOL.publish(Names(function=("adaptive_avg_pool2d",), functional=("adaptive_avg_pool2d",)))
 def adaptive_avg_pool2d(input, output_size):
-    sizes = (output_size,) * 2 if isinstance(output_size, int) else tuple(output_size)
-    if len(sizes) != 2:
-        raise RuntimeError("adaptive_avg_pool2d: output_size must be 2")
-    sizes = tuple(int(n) if n is not None else input.shape[-2 + i] for i, n in enumerate(sizes))
-    return apply(ADAPTIVE_AVG_POOL, input, attrs=(sizes,))
+    return _adaptive_avg_pool(input, output_size, 2)
+
+
+@ADAPTIVE_AVG_POOL.publish(Names(functional=("adaptive_avg_pool3d",)))
+def adaptive_avg_pool3d(input, output_size):
+    return _adaptive_avg_pool(input, output_size, 3)
 
 
 # ------------------------------------------------------------------------ normalization
