@@ -4,9 +4,10 @@ from __future__ import annotations
 from symgrad.ops import linalg as _ops
 from symgrad.ops.linalg import LinAlgError, det, svdvals
 from symgrad.ops.reductions import matrix_norm, vector_norm
+from symgrad.ops.products import matrix_power, multi_dot
 
-__all__ = ["LinAlgError", "cholesky", "cross", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "norm", "qr",
-           "slogdet", "solve", "solve_triangular", "svd", "svdvals", "vector_norm"]
+__all__ = ["LinAlgError", "cholesky", "cross", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_power",
+           "multi_dot", "norm", "qr", "slogdet", "solve", "solve_triangular", "svd", "svdvals", "vector_norm"]
 
 EighReturn = _ops.return_type("linalg_eigh", ("eigenvalues", "eigenvectors"))
 SvdReturn = _ops.return_type("linalg_svd", ("U", "S", "Vh"))

@@ -495,3 +495,20 @@ PREFIXES = {"meshgrid 2-d": "but got", "movedim int and tuple": "but expected on
 @pytest.mark.parametrize("name", list(ERRORS))
 def test_errors_as_pytorch(torch, name):
     assert_same_error(torch, ERRORS[name], PREFIXES.get(name))
+
+
+def test_select_is_an_index_of_one_dim_and_a_view(torch):
+    def run(T):
+        x = T.arange(12.0).reshape(3, 4).requires_grad_()
+        y = x * 1
+        column, row = T.select(y, 1, -1), y.select(0, 2)
+        (column.sum() + (row * 2).sum()).backward()
+        errors = []
+        for bad in (lambda: y.select(1, 4), lambda: y.select(1, -5), lambda: T.tensor(1.0).select(0, 0),
+                    lambda: y.select(2, 0)):
+            with pytest.raises(IndexError) as error:
+                bad()
+            errors.append(str(error.value))
+        return column.tolist(), row.tolist(), type(row.grad_fn).__name__, row._base is y, x.grad.tolist(), errors
+
+    assert run(symgrad) == run(torch)

@@ -10,10 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from symgrad import dtypes
-from symgrad.ir import broadcast_shapes, index_shape, python_index
+from symgrad.ir import index_shape, python_index
 from symgrad.ir import indexing as IX
 from symgrad.nodes import leaf
 from symgrad.ops.dims import dim_index, normalize_dims
+from symgrad.ops.refusals import refused
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.storage import in_order, viewable
 from symgrad.tensor import Tensor, apply, record
@@ -36,11 +37,19 @@ def _infer_permute(nodes, perm):
 
 
 def _infer_expand(nodes, shape):
+    """PyTorch's rule, in its words: each of x's dims, from the last, is 1 or the size asked for."""
     (x,) = nodes
-    if broadcast_shapes(x.shape, shape) != tuple(shape):
-        raise ValueError(f"The expanded size of the tensor must match the existing size: "
-                         f"{tuple(x.shape)} cannot expand to {tuple(shape)}")
-    return tuple(shape), x.dtype
+    have, shape = tuple(x.shape), tuple(shape)
+    if len(shape) < len(have):
+        raise ValueError(f"expand(torch.{dtypes.torch_name(x.dtype)}Tensor{{{list(have)}}}, size={list(shape)}): the "
+                         f"number of sizes provided ({len(shape)}) must be greater or equal to the number of "
+                         f"dimensions in the tensor ({len(have)})")
+    for d in range(1, len(have) + 1):
+        if have[-d] not in (1, shape[-d]):
+            raise ValueError(f"The expanded size of the tensor ({shape[-d]}) must match the existing size "
+                             f"({have[-d]}) at non-singleton dimension {len(shape) - d}.  Target sizes: "
+                             f"{list(shape)}.  Tensor sizes: {list(have)}")
+    return shape, x.dtype
 
 
 def _infer_cast(nodes, dtype):
@@ -175,6 +184,24 @@ INDEX = register(Op("index", _index_name, lambda nodes, spec: (index_shape(nodes
 @INDEX.publish(Names(function=("narrow",), method=("narrow",)))
 def narrow(input, dim: int, start, length: int):
     """``length`` entries of ``dim`` from ``start``: a slice, so a view of ``input``."""
+    dim, start = _narrowed(input, dim, start, length)
+    return input[(slice(None),) * dim + (slice(start, start + length),)]
+
+
+@INDEX.publish(Names(function=("select",), method=("select",)))
+def select(input, dim: int, index: int):
+    """Entry ``index`` of ``dim``, that dim dropped: ``x[:, index]`` spelled by dim, a view."""
+    if input.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    dim, index = dim_index(dim, input.ndim), int(index)
+    size = input.shape[dim]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at dimension {dim}")
+    return input[(slice(None),) * dim + (index,)]
+
+
+def _narrowed(input, dim: int, start, length: int) -> tuple:
+    """narrow's axis and start (a negative one counts from the end), with PyTorch's checks."""
     if input.ndim == 0:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     dim = dim_index(dim, input.ndim)
@@ -186,7 +213,41 @@ def narrow(input, dim: int, start, length: int):
     start += size if start < 0 else 0
     if start + length > size:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
-    return input[(slice(None),) * dim + (slice(start, start + length),)]
+    return dim, start
+
+
+def _build_narrow_copy(p, node, x):
+    """The slice, with PyTorch's backward: a slice that runs to the end from a negative start is taken
+    again there as ``slice(start, start + length)``, which is empty; a cotangent of one entry along the
+    dim broadcasts into it (no gradient), a longer one raises."""
+    spec, backward = node.attrs
+    value = p.index(x, spec)
+    if backward == "exact":
+        return value
+    if backward == "lost":
+        return p.stop_gradient(value)
+    return refused(p, value, node.shape, node.dtype.name, backward)
+
+
+NARROW_COPY = register(Op("narrow_copy", "NarrowCopyBackward0",
+                          lambda nodes, spec, backward: (index_shape(nodes[0].shape, spec), nodes[0].dtype),
+                          _build_narrow_copy, saves=False, selects=True,
+                          reference=lambda x, spec, backward: x[python_index(spec)],
+                          torch_fn=lambda t, x, spec, backward: x.narrow_copy(
+                              len(spec) - 1, spec[-1][1], spec[-1][2] - spec[-1][1]),
+                          examples=(Example(((3, 4),), (((1, 0, 3, 1), (1, 1, 3, 1)), "exact")),)))
+
+
+@NARROW_COPY.publish(Names(function=("narrow_copy",), method=("narrow_copy",)))
+def narrow_copy(input, dim: int, start, length: int):
+    """narrow's entries as a new tensor (not a view)."""
+    axis, first = _narrowed(input, dim, start, length)
+    spec = tuple((1, 0, n, 1) for n in input.shape[:axis]) + ((1, first, first + length, 1),)
+    backward = "exact"
+    if int(start) < 0 and int(start) + length == 0 and length:
+        backward = "lost" if length == 1 else (f"The size of tensor a (0) must match the size of tensor b ({length}) "
+                                               f"at non-singleton dimension {axis}")
+    return apply(NARROW_COPY, input, attrs=(spec, backward))
 
 
 def _shape_arg(shape):
@@ -236,6 +297,13 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1):
     if start > end:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     return reshape(input, *shape[:start], math.prod(shape[start:end + 1]), *shape[end + 1:])
+
+
+@RESHAPE.publish(Names(function=("ravel",), method=("ravel",)))
+def ravel(input):
+    """The elements in one axis: a view of a tensor laid out in order, else a view of its contiguous
+    copy (PyTorch's ``contiguous().view(-1)``, ViewBackward0 either way)."""
+    return apply(RESHAPE, input if in_order(input) else clone(input), attrs=((input.numel(),),))
 
 
 @RESHAPE.publish(Names(function=("unflatten",), method=("unflatten",)))
