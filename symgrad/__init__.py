@@ -22,6 +22,10 @@ from symgrad.legacy_types import (BoolTensor, DoubleTensor, FloatTensor, HalfTen
 from symgrad.ops import (activations as _a, closeness as _k, convolution as _c, elementwise as _e,  # noqa: E402,F401
                          functions as _f, indexing as _i, linalg as _l, logical as _g, reductions as _r,
                          shape as _s, sorting as _o)  # (registering their ops)
+from symgrad.ops import (broadcasting as _bc, counting as _ct, integration as _in, matrices as _mx,  # noqa: E402,F401
+                         products as _pr, scattering as _sc, stacking as _st, statistics as _sa)
+from symgrad.ops import bitwise as _bw, special as _sf  # noqa: E402,F401
+from symgrad.ops.special import positive  # noqa: E402
 from symgrad import autograd, nn, linalg, optim, symbolic, viz  # noqa: E402  (autograd first: nn uses it)
 from symgrad import tensor_methods as _methods  # noqa: E402,F401  (attaches the methods that are no op's)
 from symgrad import cycles as _cycles  # noqa: E402,F401  (attaches backward's two ends of a traced step)
@@ -46,6 +50,7 @@ from symgrad.engine import plain_path  # noqa: E402
 from symgrad.nn.functional import cosine_similarity, pairwise_distance  # noqa: E402  (torch's too)
 
 _publish(globals(), nn.functional)  # torch.exp, torch.nn.functional.relu, Tensor.exp ... from the op registry
+from symgrad import special  # noqa: E402  (torch.special)
 
 float = float32
 double = float64

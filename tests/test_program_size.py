@@ -21,7 +21,8 @@ MAX_EXTRA_ASSIGNMENTS = 10
 # normalization's three terms, a factorization's sibling outputs and spectral gaps, det's cofactors through
 # the SVD at a singular matrix): their measured extra assignments, which must not grow.
 BACKWARD_BUDGETS = {"prod": 15, "cumprod": 19, "convolution": 12, "convolution_bias": 16, "cross": 31, "pad": 14,
-                    "layer_norm": 31, "group_norm": 31, "batch_norm": 32, "adaptive_avg_pool2d": 31,
+                    "conv_transpose_bias": 12, "addr": 11,  # (addr: beta and alpha scale two terms)
+                    "layer_norm": 31, "group_norm": 31, "batch_norm": 32, "adaptive_avg_pool2d": 32,
                     "det": 36, "eigh": 15, "qr": 16, "svd": 23}
 
 
