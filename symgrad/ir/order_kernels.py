@@ -50,11 +50,8 @@ def _partition(k: int) -> str:
             f"(cs(gt(s[0][L + 1], s[0][R]), *s, L + 1, R)))(sw(a, ix, L + (R - L) // 2, L + 1))")
 
 
-class QuickSelect(Structural):
-    """The position of the k-th smallest entry (``args[1]``, from 0) along the last axis of x, where
-    PyTorch's kthvalue finds it."""
-
-    display = "quickselect"
+class _PositionAlongLastAxis(Structural):
+    """A position (int64) along the last axis of x, one per slice: no gradient goes through it."""
 
     def shape(self, shape_of):
         return shape_of(self.args[0])[:-1]
@@ -64,6 +61,13 @@ class QuickSelect(Structural):
 
     def vjp(self, p, g, out):
         return []
+
+
+class QuickSelect(_PositionAlongLastAxis):
+    """The position of the k-th smallest entry (``args[1]``, from 0) along the last axis of x, where
+    PyTorch's kthvalue finds it."""
+
+    display = "quickselect"
 
     def _jax_source(self, printer):
         k = int(self.args[1])
@@ -112,7 +116,7 @@ def _std_sort() -> str:
                                     "lambda a: insertion(*introsort(a, jnp.arange(a.shape[0])))"))
 
 
-class SortedMode(Structural):
+class SortedMode(_PositionAlongLastAxis):
     """The position of the most frequent value along the last axis of x where PyTorch's mode finds
     it: the pairs sorted as its kernel's std::sort sorts them, then the first run (of entries ``==``
     each other) longer than all before it, and the position its last entry came from.  (A slice
@@ -120,15 +124,6 @@ class SortedMode(Structural):
     the insertion sort sorts it, and among equal values the position may differ.)"""
 
     display = "sorted_mode"
-
-    def shape(self, shape_of):
-        return shape_of(self.args[0])[:-1]
-
-    def dtype(self, dtype_of):
-        return "int64"
-
-    def vjp(self, p, g, out):
-        return []
 
     def _jax_source(self, printer):
         runs = ("(lambda a, ix: (lambda q, ends: (lambda starts: ix[jnp.argmax(jnp.where(ends, q - starts + 1, 0))])"
