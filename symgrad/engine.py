@@ -115,9 +115,12 @@ def _numbers_of(walk: Walk):
     """(walk position, its key entry with them erased, the numbers) of each Python float, then of
     each indexing's starts; and the positions of slices of an array given (a dataset's batch)."""
     floats, starts, batches = [], [], set()
+    read = {k for node, entry in zip(walk.order, walk.entries) if entry[0] is not None and node.op.reads_numbers
+            for k in entry[3]}
     for i, node in enumerate(walk.order):
         if is_float_scalar(node):
-            floats.append((i, (CONST, None), node.attrs[:1]))
+            if i not in read:
+                floats.append((i, (CONST, None), node.attrs[:1]))
         elif node.op.starts is not None and not walk.is_input(i):
             moving = moving_starts(node)
             if moving:

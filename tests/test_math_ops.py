@@ -232,8 +232,18 @@ def test_xlogy_is_zero_at_zero_x_unless_y_is_nan(torch):
     assert type(out.grad_fn).__name__ == "XlogyBackward0"
     assert type(_compare(torch, lambda t, a: t.xlogy(a, 2.5), x).grad_fn).__name__ == "XlogyBackward2"
     weights = [-0.75, 0.5, 1.25, -1.5, 0.25, 2.0, -1.0, 3.0, -2.0]
-    for zero in (0.0, -0.0):  # log(0) is -inf, signed (random-programs fuzzer: SymPy's log(0) is an unsigned infinity)
-        _compare(torch, lambda t, a: t.xlogy(a, zero) * t.tensor(weights), x)
+    # a number y: log(0) is -inf, signed (random-programs fuzzer: SymPy's log(0) is an unsigned infinity), and x == 0
+    # masks the gradient unless y > 0, a NaN y included (PyTorch's XlogyBackward2)
+    for number in (0.0, -0.0, NAN, -1.0, INF, -INF, 2.0):
+        _compare(torch, lambda t, a: t.xlogy(a, number) * t.tensor(weights), x)
     assert type(_compare(torch, lambda t, b: t.xlogy(2, b), y).grad_fn).__name__ == "XlogyBackward1"
     _compare(torch, lambda t, a, b: a.xlogy(b) + (a * 1).xlogy_(b), x, y, dtype="float64")
     assert _compare(torch, lambda t, a, b: t.xlogy(a, b), [0, 2], [0, 3], dtype="int64").dtype is symgrad.float32
+
+
+def test_a_float_exponent_that_changes_keeps_pytorchs_sqrt(torch):
+    """The same structure with another Python float compiles one program taking the floats as inputs;
+    pow's exponent stays baked (``Op.reads_numbers``): at 0.5 PyTorch takes sqrt, so (-inf) ** 0.5 is NaN
+    and (-0.0) ** 0.5 is -0.0 after 0.7 was used too (a generic jnp.power gave inf and 0.0)."""
+    for exponent in (0.7, 0.5, 2.0, -0.5, 0.5):
+        _compare(torch, lambda t, a: a ** exponent, [-INF, -0.0, 4.0, 0.0, INF])

@@ -515,8 +515,13 @@ class xlogy(_RealFunction):
         x, y = self.args
         if argindex == 2:
             return x / y
-        log_y = sp.S.NegativeInfinity if y.is_zero and not y.free_symbols else sp.log(y)  # SymPy's log(0) is unsigned
-        return select(equal(x, 0) * less_equal(y, 0), sp.S.Zero, log_y)
+        if y.free_symbols:
+            return select(equal(x, 0) * less_equal(y, 0), sp.S.Zero, sp.log(y))
+        # a float's log: SymPy's log(0) is unsigned, log(-1) complex and log(-oo) oo
+        log_y = sp.S.NegativeInfinity if y.is_zero else sp.nan if y.is_extended_negative else ieee.number(sp.log(y))
+        if y.is_extended_positive:  # a number y: PyTorch masks x == 0 unless y > 0 (a NaN y included)
+            return log_y
+        return select(equal(x, 0), sp.S.Zero, log_y)
 
 
 class acosh(sp.acosh):

@@ -165,7 +165,7 @@ POW = register(Op("pow", _pow_name, _infer_pow,
                   reference=jnp.power, torch_fn=lambda t, a, b: t.pow(a, b),
                   examples=(Example(((3, 4), ()), scalars={1: 2}), Example(((5,), ()), scalars={1: 3.5}),
                             Example(((3, 4), (3, 4))), Example(((), (4,)), scalars={0: 2.0})),
-                  domain=("positive", "real"), elementwise=True))
+                  domain=("positive", "real"), elementwise=True, reads_numbers=True))
 MAXIMUM = elementwise("maximum", "MaximumBackward0", ir.maximum, reference=jnp.maximum,
                       torch_fn=lambda t, a, b: t.maximum(a, b), examples=BINARY[:3], names=public_names("maximum", inplace=False))
 MINIMUM = elementwise("minimum", "MinimumBackward0", ir.minimum, reference=jnp.minimum,

@@ -168,6 +168,7 @@ XLOGY = elementwise("xlogy", _xlogy_name, ir_functions.xlogy, float_result=True,
                     reference=jax.scipy.special.xlogy, torch_fn=lambda t, a, b: t.xlogy(a, b),
                     domain=("real", "positive"), examples=BINARY[:3] + (Example(((4,), ()), scalars={1: 2.5}),),
                     names=Names(function=("xlogy",), method=("xlogy",), inplace=("xlogy_",)))
+XLOGY.reads_numbers = True  # its gradient's mask depends on a number y's value
 
 
 SIGN = elementwise("sign", "SignBackward0", ir.sign, reference=jnp.sign, torch_fn=lambda t, a: t.sign(a),

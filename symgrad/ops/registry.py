@@ -54,6 +54,9 @@ class Op:
     view: bool = False  # its result shares its first input's storage (symgrad.storage), as PyTorch's views
     selects: bool = False  # its result's elements are elements of its first input (as a view's are)
     starts: Any = None  # its integer attributes a program may take as inputs (ops.shape.MovingStarts)
+    # its form depends on the values of its Python-number operands (pow's sqrt at 0.5, xlogy's mask):
+    # they stay baked into its programs, never inputs that change (symgrad.engine._numbers_of)
+    reads_numbers: bool = False
     public: list = field(default_factory=list)  # (function, Names) pairs
     # its inputs as PyTorch's ``grad_fn.next_functions`` shows them, where its order differs or PyTorch
     # records a node symgrad folds in (``nodes.Folded``); None: the node's inputs as they are
