@@ -474,8 +474,19 @@ def _norm(p, x, ord, axes, keepdim, shape, out_shape, dtype):
     if ord == 1:
         return p.reduce_sum(magnitude, axes, keepdim)
     if math.isinf(ord):
-        return p.reduce_max(magnitude, axes, keepdim, whole=True, smallest=ord < 0)
+        return _extreme_norm(p, x, magnitude, ord, axes, keepdim, shape, dtype)
     return _p_norm(p, x, magnitude, ord, axes, keepdim, shape, out_shape, dtype)
+
+
+def _extreme_norm(p, x, magnitude, ord, axes, keepdim, shape, dtype):
+    """inf and -inf: the extreme |x|, with PyTorch's norm_backward as its slope: sign(x) times a mask of
+    the entries that reach it (or are NaN) over their count.  The mask multiplies, so an infinite
+    gradient is NaN at the other entries, as in PyTorch (a max's would be 0 there)."""
+    norm = p.reduce_max(magnitude, axes, keepdim, whole=True, smallest=ord < 0)
+    reaches = ir.logical_or(ir.equal(magnitude, p.expand_reduced(norm, shape, axes, keepdim)), ir.isnan(magnitude))
+    mask = p.astype(p.assign(reaches, shape, "bool", "reaches"), dtype)
+    count = p.expand_reduced(p.reduce_sum(mask, axes, keepdim), shape, axes, keepdim)
+    return p.reduced_with_slope(norm, x, p.assign(ir.sign(x) * mask / count, shape, dtype, "slope"), axes, keepdim)
 
 
 def _p_norm(p, x, magnitude, ord, axes, keepdim, shape, out_shape, dtype):
