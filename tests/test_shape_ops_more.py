@@ -512,3 +512,21 @@ def test_select_is_an_index_of_one_dim_and_a_view(torch):
         return column.tolist(), row.tolist(), type(row.grad_fn).__name__, row._base is y, x.grad.tolist(), errors
 
     assert run(symgrad) == run(torch)
+
+
+@pytest.mark.parametrize("name", ["addmm", "addmv", "baddbmm", "addbmm", "addr"])
+def test_beta_zero_leaves_input_out_but_sends_it_zero_times_the_gradient(torch, name):
+    """PyTorch's kernels ignore input's values at beta = 0 (its NaN too), and its backward still sends
+    input ``0 * g``: NaN for an infinite cotangent (was: input left out of the graph, gradient 0)."""
+    shapes = {"addmm": ((1, 2), (1, 3), (3, 2)), "addmv": ((2,), (2, 3), (3,)), "baddbmm": ((1, 2), (2, 1, 3), (2, 3, 2)),
+              "addbmm": ((1, 2), (2, 1, 3), (2, 3, 2)), "addr": ((2, 3), (2,), (3,))}[name]
+
+    def run(T, cotangent):
+        base = T.ones(*shapes[0], requires_grad=True)
+        out = getattr(T, name)(base * float("nan"), T.ones(*shapes[1]), T.ones(*shapes[2]), beta=0)
+        (out * cotangent).sum().backward()
+        return out.detach().numpy(), base.grad.numpy()
+
+    for cotangent in (-math.inf, 2.0):
+        for ours, theirs in zip(run(symgrad, cotangent), run(torch, cotangent)):
+            np.testing.assert_array_equal(ours, theirs)

@@ -12,7 +12,7 @@ import numpy as np
 import sympy as sp
 
 from symgrad import dtypes, engine
-from symgrad.ir import broadcast_shapes, ieee, matmul_shape
+from symgrad.ir import broadcast_shapes, ieee, matmul_shape, rerouted
 from symgrad.ir.linalg import (LETTERS, Cholesky, Det, Einsum, Eigh, Inverse, Qr, SlogDet, Solve, Svd, einsum_sizes,
                                emit, label_name, triangular_solve)
 from symgrad.nodes import Folded, leaf
@@ -149,14 +149,19 @@ def _infer_addmm(nodes, beta, alpha):
 
 
 def _build_addmm(p, node, input, mat1, mat2):
-    """``beta * input + alpha * (mat1 @ mat2)``; a ``beta`` of 0 ignores ``input`` (its NaN and inf
-    too), and a factor of 1 is no multiplication, as in PyTorch's kernel."""
+    """``beta * input + alpha * (mat1 @ mat2)`` (``scaled_sum``)."""
     beta, alpha = node.attrs
-    terms = [_scaled(alpha, p.matmul(mat1, mat2))]
-    if beta != 0:
-        terms.insert(0, _scaled(beta, input))
-    form = ieee.unevaluated(lambda a, b: a + b, *terms) if len(terms) == 2 else terms[0]
-    return p.assign(form, node.shape, node.dtype.name, "addmm")
+    return p.assign(scaled_sum(beta, input, alpha, p.matmul(mat1, mat2)), node.shape, node.dtype.name, "addmm")
+
+
+def scaled_sum(beta, input, alpha, product):
+    """``beta * input + alpha * product`` as PyTorch's kernels: a factor of 1 is no multiplication, and a
+    ``beta`` of 0 leaves input's values out (its NaN and inf too), while its gradient is still
+    ``0 * g`` (NaN for a NaN or infinite cotangent), as PyTorch's backward gives it."""
+    product = _scaled(alpha, product)
+    if beta == 0:
+        return rerouted(product, ieee.unevaluated(lambda m, i: m + sp.S.Zero * i, product, input))
+    return ieee.unevaluated(lambda x, y: x + y, _scaled(beta, input), product)
 
 
 def _scaled(factor, x):
@@ -233,14 +238,10 @@ def _expands(have, shape):
 
 
 def _build_scaled_sum(product):
-    """``beta * input + alpha * product(a, b)``, as addmm's form (``_build_addmm``)."""
+    """``beta * input + alpha * product(a, b)`` (``scaled_sum``)."""
     def build(p, node, input, a, b):
         beta, alpha = node.attrs
-        terms = [_scaled(alpha, product(p, a, b))]
-        if beta != 0:
-            terms.insert(0, _scaled(beta, input))
-        form = ieee.unevaluated(lambda x, y: x + y, *terms) if len(terms) == 2 else terms[0]
-        return p.assign(form, node.shape, node.dtype.name, node.op.name)
+        return p.assign(scaled_sum(beta, input, alpha, product(p, a, b)), node.shape, node.dtype.name, node.op.name)
     return build
 
 

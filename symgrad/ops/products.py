@@ -11,9 +11,9 @@ import sympy as sp
 
 from symgrad import dtypes
 from symgrad.creation import eye
-from symgrad.ir import broadcast_shapes, greater, ieee, rerouted, select
+from symgrad.ir import broadcast_shapes, greater, ieee, select
 from symgrad.ops.dims import dim_index
-from symgrad.ops.linalg import MATMUL, _expands, _scaled, inverse, mm, tensordot
+from symgrad.ops.linalg import MATMUL, _expands, inverse, mm, scaled_sum, tensordot
 from symgrad.ops.reductions import _norm
 from symgrad.ops.refusals import refused
 from symgrad.ops.registry import Example, Names, Op, register
@@ -70,11 +70,7 @@ def _build_addr(p, node, input, a, b):
     dtype = node.dtype.name
     a, b = p.astype(a, dtype), p.astype(b, dtype)
     outer = p.assign(p.reshape(a, (node.shape[0], 1)) * b, node.shape, dtype, "outer")
-    product, input = _scaled(alpha, outer), p.astype(input, dtype)
-    if beta == 0:  # input's values are left out, but it still gets 0 * g (NaN for a NaN cotangent)
-        form = rerouted(product, ieee.unevaluated(lambda m, i: m + sp.S.Zero * i, product, input))
-    else:
-        form = ieee.unevaluated(lambda x, y: x + y, _scaled(beta, input), product)
+    form = scaled_sum(beta, p.astype(input, dtype), alpha, outer)
     refusal = _addr_refusal(node)
     if refusal is not None:
         return refused(p, form, node.shape, dtype, refusal)
