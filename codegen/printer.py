@@ -140,9 +140,14 @@ class JaxPrinter(StrPrinter):
         x = self._print(expr.args[0])
         return f"(~(({x}) <= 0)).astype(({x}).dtype)"
 
-    def _print_hardtanh(self, expr):  # x itself between the bounds: -0.0 stays -0.0, as in PyTorch
+    def _print_hardtanh(self, expr):
+        """x itself between the bounds (-0.0 stays -0.0), and NaN everywhere for a NaN bound, as
+        PyTorch's clamp; a bound that is a program input may be NaN."""
         x, lo, hi = (self._print(a) for a in expr.args)
-        return f"jnp.where({x} < {lo}, {lo}, jnp.where({x} > {hi}, {hi}, {x}))"
+        clipped = f"jnp.where({x} < {lo}, {lo}, jnp.where({x} > {hi}, {hi}, {x}))"
+        if all(b.is_Number and b is not sp.nan for b in expr.args[1:]):
+            return clipped
+        return f"jnp.where(({lo} == {lo}) & ({hi} == {hi}), {clipped}, {lo} + {hi})"
 
     def _print_binary_cross_entropy_with_logits(self, expr):
         x, t = (self._print(a) for a in expr.args)

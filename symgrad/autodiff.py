@@ -14,7 +14,7 @@ from __future__ import annotations
 import sympy as sp
 
 from symgrad.ir import ieee
-from symgrad.ir.functions import Structural, equal, greater_equal, masked, select
+from symgrad.ir.functions import Structural, equal, greater_equal, masked, rerouted, select
 from symgrad.ir.program import Program
 
 
@@ -150,6 +150,8 @@ def _derivative(expr, x):
         condition, a, b = args
         da, db = _derivative(a, x), _derivative(b, x)
         return sp.S.Zero if da == 0 and db == 0 else select(condition, da, db)
+    if isinstance(expr, rerouted):  # the new value sends nothing, not 0 * its derivative
+        return _derivative(args[1], x)
     if getattr(type(expr), "fdiff", sp.Function.fdiff) is not sp.Function.fdiff:  # heads with their own rule
         return ieee.add(*[ieee.mul(expr.fdiff(i), _derivative(a, x))
                           for i, a in enumerate(args, 1) if x in a.free_symbols])

@@ -942,3 +942,48 @@ def test_a_zero_cotangent_of_a_nan_max_is_nan_over_its_slice(torch, zero):
         results.append(x.grad.numpy())
     np.testing.assert_array_equal(*results)
     assert np.isnan(results[0]).sum() == 6
+
+
+@pytest.mark.parametrize("name, alpha", [("elu", INF), ("elu", -2.0), ("celu", NAN), ("selu", None)])
+def test_elu_family_at_signed_zeros_is_x_itself_and_its_backward_takes_the_negative_side(torch, name, alpha):
+    """Was: alpha * expm1(x) at x = +-0 (NaN for an infinite alpha, +0 at -0 for a negative one);
+    PyTorch's kernel takes x there, its backward the exponential's slope (inf for alpha = inf)."""
+    def run(T):
+        x = T.tensor(_f32([0.0, -0.0, -1.0, 1.0, NAN, -INF]), requires_grad=True)
+        f = getattr(T.nn.functional, name)
+        y = f(x) if alpha is None else f(x, alpha)
+        y.sum().backward()
+        return y.detach().numpy(), x.grad.numpy()
+
+    (ours, ours_grad), (theirs, grad) = _both(torch, run)
+    assert np.array_equal(np.signbit(ours[:2]), np.signbit(theirs[:2])) and not np.isnan(theirs[:2]).any()
+    _same(ours, theirs)
+    _same(ours_grad, grad)
+
+
+@pytest.mark.parametrize("low, high", [(NAN, 1.0), (-1.0, NAN)])
+def test_hardtanh_with_a_nan_bound_is_nan_everywhere_as_pytorchs_clamp(torch, low, high):
+    """Was: the NaN bound ignored (each comparison with NaN is false, so x passed through)."""
+    def run(T):
+        x = T.tensor(_f32([0.0, -0.0, -2.0, 2.0, 0.5, INF]), requires_grad=True)
+        y = T.nn.functional.hardtanh(x, low, high)
+        y.sum().backward()
+        return y.detach().numpy(), x.grad.numpy()
+
+    (ours, ours_grad), (theirs, grad) = _both(torch, run)
+    assert np.isnan(theirs).all()
+    _same(ours, theirs)
+    _same(ours_grad, grad)
+
+
+def test_a_negative_zero_base_raised_to_a_tensor_runs(torch):
+    """Was: a crash in the emitted program (``-0.0 == 0`` between two numbers printed as a bool)."""
+    def run(T):
+        x = T.tensor(_f32([0.0, -0.0, -INF, INF, NAN, -1.0, 0.5, 3.0]), requires_grad=True)
+        y = T.pow(-0.0, x)
+        y.sum().backward()
+        return y.detach().numpy(), x.grad.numpy()
+
+    (ours, ours_grad), (theirs, grad) = _both(torch, run)
+    _same(ours, theirs)
+    _same(ours_grad, grad)

@@ -83,8 +83,8 @@ class _RealFunction(_ArrayCode, sp.Function):
 
     @classmethod
     def eval(cls, *args):
-        if all(a.is_Number for a in args):
-            return sp.Float(cls.numeric(*(float(a) for a in args)))
+        if all(a.is_Number or a is ieee.NEGATIVE_ZERO for a in args):
+            return ieee.constant(float(cls.numeric(*(ieee.as_float(a) for a in args))))
         return None
 
     def _latex(self, printer):  # SymPy's own would read binary_cross_entropy as binary with subscripts

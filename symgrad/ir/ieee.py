@@ -31,6 +31,11 @@ def constant(value):
     return sp.Integer(int(value))
 
 
+def as_float(expr) -> float:
+    """A number of the IR (NEGATIVE_ZERO included) as the Python float it stands for."""
+    return -0.0 if expr is NEGATIVE_ZERO else float(expr)
+
+
 def number(expr):
     """A numeric expression (no symbols) folded as floats would: not-real results are NaN."""
     if expr.is_Number or expr is sp.zoo:
@@ -87,7 +92,7 @@ def unevaluated(build, *args):
             return number(build(*args))
         except ZeroDivisionError:  # mpmath's Float 0.0 / 0.0 raises: fold as floats do (NaN, inf)
             with np.errstate(all="ignore"):
-                return constant(float(build(*(np.float64(-0.0 if a is NEGATIVE_ZERO else a) for a in args))))
+                return constant(float(build(*(np.float64(as_float(a)) for a in args))))
     with sp.evaluate(False):
         if not any(a is sp.nan for a in args):
             return build(*args)

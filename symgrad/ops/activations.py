@@ -50,8 +50,9 @@ def _shrunk(a, lambd, between, above, below):
 
 
 def _elu_like(a, negative):
-    """``negative`` at and below 0, else ``a``: NaN takes the positive side, as in PyTorch."""
-    return ir.select(ir.less_equal(a, 0), negative, a)
+    """``negative`` below 0, else ``a`` (NaN and +-0 too, whatever alpha is), and the gradient of
+    ``negative`` at 0: PyTorch's kernel and its backward split there."""
+    return ir.rerouted(ir.select(ir.less(a, 0), negative, a), ir.select(ir.less_equal(a, 0), negative, a))
 
 
 LEAKY_RELU = elementwise("leaky_relu", "LeakyReluBackward0", _leaky,
