@@ -208,6 +208,8 @@ SET_ERRORS = {
         lambda T, x, v: (x * 1).__setitem__([1], v[0, 0, :3]),
     "The expanded size of the tensor (5) must match the existing size (3) at non-singleton dimension 1.  Target "
     "sizes: [4, 5].  Tensor sizes: [3]": lambda T, x, v: (x * 1).__setitem__(1, v[0, 0, :3]),
+    "The expanded size of the tensor (5) must match the existing size (2) at non-singleton dimension 1.  Target "
+    "sizes: [4, 5].  Tensor sizes: [2]": lambda T, x, v: (x * 1).__setitem__(1, v[:1, :1, :2]),  # leading 1s dropped
     "index 3 is out of bounds for dimension 0 with size 3": lambda T, x, v: (x * 1).__setitem__(3, 1.0),
     "value cannot be converted to type int64_t without overflow":
         lambda T, x, v: T.ones(3, dtype=T.int64).__setitem__(0, math.nan),

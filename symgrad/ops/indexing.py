@@ -26,7 +26,7 @@ from symgrad.nodes import CONST, LEAF, leaf
 from symgrad.ops.dims import dim_index
 from symgrad.ops.positions import positions
 from symgrad.ops.registry import Example, Names, Op, register
-from symgrad.ops.shape import INDEX
+from symgrad.ops.shape import INDEX, refuse_expand
 from symgrad.tensor import Tensor, apply
 from symgrad.uploads import from_host
 
@@ -324,7 +324,7 @@ PUT = register(Op("put", lambda nodes, spec, axes, name: name, _infer_put, _buil
 def _check_value_shape(value_shape, dtype, target, advanced: bool):
     """PyTorch's errors for a value that does not broadcast to where it is written."""
     have = tuple(value_shape)
-    while len(have) > len(target) and have[0] == 1:
+    while have and have[0] == 1:  # PyTorch drops every leading 1 first (and names the value without them)
         have = have[1:]
     fits = len(have) <= len(target) and all(a in (1, b) for a, b in zip(reversed(have), reversed(target)))
     if fits:
@@ -332,15 +332,7 @@ def _check_value_shape(value_shape, dtype, target, advanced: bool):
     if advanced:
         raise RuntimeError(f"shape mismatch: value tensor of shape {list(value_shape)} cannot be broadcast to indexing "
                            f"result of shape {list(target)}")
-    if len(have) > len(target):
-        raise RuntimeError(f"expand(torch.{dtypes.torch_name(dtype)}Tensor{{{list(value_shape)}}}, "
-                           f"size={list(target)}): the number of sizes provided ({len(target)}) must be greater or "
-                           f"equal to the number of dimensions in the tensor ({len(value_shape)})")
-    for i in range(1, len(have) + 1):
-        if have[-i] not in (1, target[-i]):
-            raise RuntimeError(f"The expanded size of the tensor ({target[-i]}) must match the existing size "
-                               f"({have[-i]}) at non-singleton dimension {len(target) - i}.  Target sizes: "
-                               f"{list(target)}.  Tensor sizes: {list(value_shape)}")
+    refuse_expand(have, target, dtype, RuntimeError)
 
 
 @PUT.publish(Names(method=("__setitem__",)))

@@ -19,7 +19,7 @@ from symgrad.nodes import Folded, leaf
 from symgrad.ops.dims import dim_index, normalize_dims
 from symgrad.ops.elementwise import where
 from symgrad.ops.registry import Example, Names, Op, register
-from symgrad.ops.shape import UNSAFE_VIEW
+from symgrad.ops.shape import UNSAFE_VIEW, refuse_expand
 from symgrad.tensor import Tensor, apply
 
 
@@ -129,16 +129,7 @@ def _infer_addmm(nodes, beta, alpha):
         raise ValueError(f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x{mat1.shape[1]} and "
                          f"{mat2.shape[0]}x{mat2.shape[1]})")
     shape = (mat1.shape[0], mat2.shape[1])
-    if len(input.shape) > 2:
-        raise ValueError(f"expand(torch.{dtypes.torch_name(input.dtype).capitalize()}Tensor{{{list(input.shape)}}}, "
-                         f"size={list(shape)}): the number of sizes provided (2) must be greater or equal to the "
-                         f"number of dimensions in the tensor ({len(input.shape)})")
-    for d in (1, 0)[:len(input.shape)]:
-        size = input.shape[d - 2]
-        if size not in (1, shape[d]):
-            raise ValueError(f"The expanded size of the tensor ({shape[d]}) must match the existing size ({size}) at "
-                             f"non-singleton dimension {d}.  Target sizes: {list(shape)}.  Tensor sizes: "
-                             f"{list(input.shape)}")
+    refuse_expand(input.shape, shape, input.dtype)
     for m in (mat1, mat2):
         if m.dtype is not input.dtype:
             names = [dtypes.torch_name(n.dtype).capitalize() for n in (input, m)]
@@ -220,21 +211,9 @@ def _infer_batched_sum(name):
             raise ValueError(f"Input dtypes must be the same, got: input {input.dtype.name}, batch1: {a.dtype.name}, "
                              f"batch2: {b.dtype.name}".replace("float32", "float").replace("float64", "double"))
         shape = (a.shape[1], b.shape[2]) if name == "addbmm" else (a.shape[0], a.shape[1], b.shape[2])
-        _expands(input.shape, shape)
+        refuse_expand(input.shape, shape, input.dtype)
         return shape, input.dtype
     return infer
-
-
-def _expands(have, shape):
-    """PyTorch's error when ``have`` does not expand to ``shape``."""
-    if len(have) > len(shape):
-        raise ValueError(f"expand: the number of sizes provided ({len(shape)}) must be greater or equal to the "
-                         f"number of dimensions in the tensor ({len(have)})")
-    for d in range(1, len(have) + 1):
-        if have[-d] not in (1, shape[-d]):
-            raise ValueError(f"The expanded size of the tensor ({shape[-d]}) must match the existing size ({have[-d]}) "
-                             f"at non-singleton dimension {len(shape) - d}.  Target sizes: {list(shape)}.  "
-                             f"Tensor sizes: {list(have)}")
 
 
 def _build_scaled_sum(product):

@@ -13,11 +13,11 @@ from symgrad import dtypes
 from symgrad.creation import eye
 from symgrad.ir import broadcast_shapes, greater, ieee, select
 from symgrad.ops.dims import dim_index
-from symgrad.ops.linalg import MATMUL, _expands, inverse, mm, scaled_sum, tensordot
+from symgrad.ops.linalg import MATMUL, inverse, mm, scaled_sum, tensordot
 from symgrad.ops.reductions import _norm
 from symgrad.ops.refusals import refused
 from symgrad.ops.registry import Example, Names, Op, register
-from symgrad.ops.shape import COPY_OVER, clone, reshape
+from symgrad.ops.shape import COPY_OVER, clone, refuse_expand, reshape
 from symgrad.tensor import apply
 
 # ------------------------------------------------------------------------ inner and vdot
@@ -60,7 +60,7 @@ def vdot(input, other):
 def _infer_addr(nodes, beta, alpha):
     input, a, b = nodes
     shape = (a.shape[0], b.shape[0])
-    _expands(input.shape, shape)
+    refuse_expand(input.shape, shape, input.dtype)
     return shape, dtypes.promote([(n.dtype, 2 if n.shape else 1) for n in nodes])
 
 

@@ -37,19 +37,24 @@ def _infer_permute(nodes, perm):
 
 
 def _infer_expand(nodes, shape):
-    """PyTorch's rule, in its words: each of x's dims, from the last, is 1 or the size asked for."""
     (x,) = nodes
-    have, shape = tuple(x.shape), tuple(shape)
-    if len(shape) < len(have):
-        raise ValueError(f"expand(torch.{dtypes.torch_name(x.dtype)}Tensor{{{list(have)}}}, size={list(shape)}): the "
-                         f"number of sizes provided ({len(shape)}) must be greater or equal to the number of "
-                         f"dimensions in the tensor ({len(have)})")
+    refuse_expand(x.shape, tuple(shape), x.dtype)
+    return tuple(shape), x.dtype
+
+
+def refuse_expand(have, target, dtype, error=ValueError):
+    """PyTorch's expand errors, in its words, unless each of ``have``'s dims, from the last, is 1
+    or ``target``'s size."""
+    have, target = tuple(have), tuple(target)
+    if len(have) > len(target):
+        raise error(f"expand(torch.{dtypes.torch_name(dtype)}Tensor{{{list(have)}}}, size={list(target)}): the "
+                    f"number of sizes provided ({len(target)}) must be greater or equal to the number of dimensions "
+                    f"in the tensor ({len(have)})")
     for d in range(1, len(have) + 1):
-        if have[-d] not in (1, shape[-d]):
-            raise ValueError(f"The expanded size of the tensor ({shape[-d]}) must match the existing size "
-                             f"({have[-d]}) at non-singleton dimension {len(shape) - d}.  Target sizes: "
-                             f"{list(shape)}.  Tensor sizes: {list(have)}")
-    return shape, x.dtype
+        if have[-d] not in (1, target[-d]):
+            raise error(f"The expanded size of the tensor ({target[-d]}) must match the existing size ({have[-d]}) "
+                        f"at non-singleton dimension {len(target) - d}.  Target sizes: {list(target)}.  Tensor "
+                        f"sizes: {list(have)}")
 
 
 def _infer_cast(nodes, dtype):
