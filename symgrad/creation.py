@@ -11,6 +11,7 @@ from symgrad import backends, devices, dtypes, random
 from symgrad.grad_mode import is_grad_enabled
 from symgrad.inplace import check_writable, write_values
 from symgrad.nodes import leaf
+from symgrad.storage import memory_order
 from symgrad.tensor import Tensor
 from symgrad.uploads import from_host
 
@@ -255,21 +256,27 @@ def full_like(input: Tensor, fill_value, dtype=None, device=None, requires_grad:
 
 # ----------------------------------------------------------------- random (PyTorch's numbers: symgrad.random)
 
-def _draw(draw, shape: tuple, dtype, generator) -> np.ndarray:
-    """``draw(generator, n, dtype)`` shaped, C-ordered as PyTorch fills a tensor."""
-    return draw(generator or random.default_generator, int(np.prod(shape, dtype=np.int64)), dtype).reshape(shape)
+def _draw(draw, shape: tuple, dtype, generator, order=None) -> np.ndarray:
+    """``draw(generator, n, dtype)`` shaped as PyTorch fills a tensor: in C order, or, for a tensor
+    laid out otherwise, element i takes draw ``order[i]`` (symgrad.storage.memory_order)."""
+    generator, n = generator or random.default_generator, int(np.prod(shape, dtype=np.int64))
+    if order is None:
+        return draw(generator, n, dtype).reshape(shape)
+    return random.out_of_order(draw)(generator, n, dtype)[order].reshape(shape)
 
 
-def _random(draw, shape: tuple, dtype, requires_grad: bool, device, generator) -> Tensor:
+def _random(draw, shape: tuple, dtype, requires_grad: bool, device, generator, order=None) -> Tensor:
     devices.check(device)
-    return _make(_draw(draw, shape, dtype, generator), dtype, requires_grad)
+    return _make(_draw(draw, shape, dtype, generator, order), dtype, requires_grad)
 
 
 def draws_like(tensor: Tensor, draw, generator=None) -> Tensor:
-    """A new tensor of ``tensor``'s shape and dtype holding ``draw``'s numbers: a leaf with values
-    from the start, not a tensor written in place (a dropout mask: a replayed step takes it as one
-    more array from outside, symgrad.replaying)."""
-    return _make(_draw(draw, tuple(tensor.shape), tensor.dtype, generator), tensor.dtype, False)
+    """A new tensor of ``tensor``'s shape and dtype holding ``draw``'s numbers, drawn in the memory
+    order PyTorch's ``empty_like`` keeps (a transposed input's): a leaf with values from the start,
+    not a tensor written in place (a dropout mask: a replayed step takes it as one more array from
+    outside, symgrad.replaying)."""
+    order = memory_order(tensor)
+    return _make(_draw(draw, tuple(tensor.shape), tensor.dtype, generator, order), tensor.dtype, False)
 
 
 def _dims(dims: tuple, size) -> tuple:
@@ -353,12 +360,18 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
     return _make(drawn.reshape(*input.shape[:-1], num_samples), dtypes.int64, False)
 
 
+def _random_like(draw, input: Tensor, dtype, requires_grad, device, generator) -> Tensor:
+    """Drawn in the memory order of the tensor PyTorch's ``empty_like(input)`` makes."""
+    return _random(draw, tuple(input.shape), dtype or input.dtype, requires_grad, device, generator,
+                   memory_order(input))
+
+
 def randn_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _like(randn, input, dtype, requires_grad, generator=generator, device=device)
+    return _random_like(random.normal, input, dtype, requires_grad, device, generator)
 
 
 def rand_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _like(rand, input, dtype, requires_grad, generator=generator, device=device)
+    return _random_like(random.uniform, input, dtype, requires_grad, device, generator)
 
 
 def randint_like(input: Tensor, low: int = 0, high=None, *, generator=None, dtype=None, device=None,
@@ -366,8 +379,8 @@ def randint_like(input: Tensor, low: int = 0, high=None, *, generator=None, dtyp
     """``randint_like(input, high)`` or ``randint_like(input, low, high)``."""
     if high is None:
         low, high = 0, low
-    return randint(low, high, tuple(input.shape), generator=generator, dtype=dtype or input.dtype,
-                   device=device, requires_grad=requires_grad)
+    draw = partial(random.random_from_to, low=int(low), high=int(high))
+    return _random_like(draw, input, dtype, requires_grad, device, generator)
 
 
 # ----------------------------------------------------------------- filling a tensor in place (nn.init's)
@@ -380,7 +393,7 @@ def _fill(tensor: Tensor, draw, generator, name: str) -> Tensor:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     if tensor._view is not None or tensor._inference:
         check_writable(tensor, name)
-    values = _draw(draw, tuple(node.shape), node.dtype, generator)
+    values = _draw(draw, tuple(node.shape), node.dtype, generator, memory_order(tensor))
     write_values(tensor, leaf(from_host(np.asarray(values, dtype=node.dtype.numpy)), node.dtype))
     return tensor
 

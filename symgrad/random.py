@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from functools import partial
 
 import numpy as np
 
@@ -373,13 +374,15 @@ def rrelu_noise(generator: Generator, values: np.ndarray, dtype, lower: float, u
 
 # ----------------------------------------------------------------- normal
 
-def normal(generator: Generator, n: int, dtype, mean: float = 0.0, std: float = 1.0) -> np.ndarray:
+def normal(generator: Generator, n: int, dtype, mean: float = 0.0, std: float = 1.0,
+           contiguous: bool = True) -> np.ndarray:
     """``normal_(mean, std)`` as PyTorch's CPU kernel: Box-Muller one value at a time (keeping the
-    second value for the next call) below 16 elements, sixteen at a time from 16 up."""
+    second value for the next call) below 16 elements or for a tensor not laid out in order,
+    sixteen at a time otherwise."""
     _check_floating(dtype, "normal_kernel_cpu")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    if n < 16:
+    if n < 16 or not contiguous:
         return fma64(_standard_normals(generator, n), std, mean).astype(dtype.numpy)
     mean, std = dtype.numpy.type(mean), dtype.numpy.type(std)
     fill = _sixteen_float32 if dtype is dtypes.float32 else _sixteen_float64
@@ -389,6 +392,12 @@ def normal(generator: Generator, n: int, dtype, mean: float = 0.0, std: float = 
     if whole < n:  # the last 16 are drawn again and overwrite the tail
         values[n - 16:] = fill(_unit(generator, 16, dtype), mean, std)
     return values
+
+
+def out_of_order(draw):
+    """``draw`` as PyTorch runs it into a tensor not laid out in order: normal_'s sixteen-at-a-time
+    fill needs a contiguous tensor; the other kernels draw one value at a time anyway."""
+    return partial(draw, contiguous=False) if getattr(draw, "func", draw) is normal else draw
 
 
 def _standard_normals(generator: Generator, n: int) -> np.ndarray:

@@ -108,6 +108,48 @@ def positions(tensor) -> np.ndarray:
     return _positions(*_steps(tensor))
 
 
+def memory_order(tensor):
+    """Where each element (in element order) falls in the order PyTorch's kernels fill a tensor
+    laid out like ``tensor``, or None for element order: a random draw into a view fills it in
+    memory order, and ``empty_like`` keeps its input's layout (transposed stays transposed)."""
+    return None if tensor._view is None else _memory_order(*_steps(tensor))
+
+
+@functools.lru_cache(maxsize=256)
+def _memory_order(shape, steps):
+    """PyTorch's rule for the layout of a tensor made like a strided one (the order TensorIterator
+    walks it): dims sorted innermost-first by stride, a zero stride comparing with nothing, equal
+    strides by size; dims of size 1 take no part in the order."""
+    where = _positions(shape, steps)
+    dims = [d for d in reversed(range(where.ndim)) if where.shape[d] > 1]
+    stride = {d: int(np.moveaxis(where, d, 0)[1].flat[0] - where.flat[0]) for d in dims}
+
+    def after(a, b) -> int:  # 1: a goes outside b; -1: inside; 0: either
+        if stride[a] == 0 or stride[b] == 0:
+            return 0
+        if stride[a] != stride[b]:
+            return 1 if stride[a] > stride[b] else -1
+        return 1 if where.shape[a] > where.shape[b] else 0
+
+    for i in range(1, len(dims)):  # an insertion sort that steps over ties, as PyTorch's
+        moving = i
+        for j in range(i - 1, -1, -1):
+            comparison = after(dims[j], dims[moving])
+            if comparison > 0:
+                dims[j], dims[moving] = dims[moving], dims[j]
+                moving = j
+            elif comparison < 0:
+                break
+    dense, size = [0] * where.ndim, 1
+    for d in dims:
+        dense[d], size = size, size * where.shape[d]
+    order = np.tensordot(np.indices(where.shape), np.asarray(dense, np.int64), axes=(0, 0)).reshape(-1)
+    if (order == np.arange(order.size)).all():
+        return None
+    order.flags.writeable = False
+    return order
+
+
 def _steps(tensor):
     """The shape of the tensor a view was made from, and the view steps from there (oldest first)."""
     steps = []

@@ -51,6 +51,45 @@ def test_shapes_fill_in_pytorchs_order(torch, shape):
     same(ours, theirs)
 
 
+def _filled(fill):
+    """A (5, 7) tensor whose transpose ``fill`` wrote (in memory order, as PyTorch's kernels write)."""
+    def call(T):
+        y = T.zeros(5, 7, dtype=T.float64)
+        fill(y.t())
+        return y
+    return call
+
+
+NOT_IN_ORDER = {  # a tensor laid out otherwise: PyTorch draws in memory order (was: element order)
+    "rand_like of a transpose": lambda T: T.rand_like(T.zeros(3, 4).t()),
+    "randn_like of a permute (24 values: the one-at-a-time normal)": lambda T: T.randn_like(
+        T.zeros(2, 3, 4).permute(1, 2, 0)),
+    "randint_like of a transpose": lambda T: T.randint_like(T.zeros(5, 7).t(), 0, 9),
+    "dropout of a transpose": lambda T: T.nn.functional.dropout(T.ones(5, 7).t(), 0.3),
+    "randn_like of a permuted slice (not dense: its layout still kept)": lambda T: T.randn_like(
+        T.zeros(2, 5, 7).permute(2, 0, 1)[:, 1]),
+    "dropout of an expand (a zero stride: in order)": lambda T: T.nn.functional.dropout(T.ones(1, 7).expand(5, 7), 0.3),
+    "uniform_": _filled(lambda v: v.uniform_()),
+    "normal_ (35 values: the one-at-a-time normal)": _filled(lambda v: v.normal_()),
+    "exponential_": _filled(lambda v: v.exponential_()),
+    "bernoulli_": _filled(lambda v: v.bernoulli_(0.3)),
+    "random_": _filled(lambda v: v.random_(0, 10)),
+    "uniform_ of a permuted slice (not dense)": lambda T: _uniform_into_a_permuted_slice(T),
+}
+
+
+def _uniform_into_a_permuted_slice(T):
+    y = T.zeros(2, 5, 7)
+    y.permute(2, 0, 1)[:, 1].uniform_()
+    return y
+
+
+@pytest.mark.parametrize("name", list(NOT_IN_ORDER))
+def test_a_tensor_not_laid_out_in_order_is_filled_in_memory_order(torch, name):
+    ours, theirs = seeded(torch, 1, NOT_IN_ORDER[name])
+    same(ours, theirs)
+
+
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("mean, std", [(0.7, 0.3), (-2.5, 3.1), (1e3, 1e-3)])
