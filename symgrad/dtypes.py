@@ -181,3 +181,13 @@ class Size(tuple):
         for s in self:
             n *= s
         return n
+
+
+def size_at(shape, dim: int) -> int:
+    """``tensor.size(dim)``, with PyTorch's IndexError for a dim out of range."""
+    if not shape:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    if not -len(shape) <= dim < len(shape):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-len(shape)}, {len(shape) - 1}], "
+                         f"but got {dim})")
+    return shape[dim]

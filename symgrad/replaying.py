@@ -52,7 +52,7 @@ import numpy as np
 import codegen.compile as programs
 from codegen import cycle_scan, deferred, speed
 from symgrad import donation, engine, hooks, kinds
-from symgrad.dtypes import Size, number_in
+from symgrad.dtypes import Size, number_in, size_at
 from symgrad.grad_mode import _state as _grad_state
 from symgrad.kinds import exactly
 from symgrad.nodes import (_default_float, _scalars, CONST, LEAF, Node, constant, lazy_leaf, leaf, not_aside,
@@ -178,7 +178,7 @@ class _Kinded:
 
     def size(self, dim=None):
         shape = self._kind.shape
-        return Size(shape) if dim is None else shape[dim]
+        return Size(shape) if dim is None else size_at(shape, dim)
 
     def numel(self) -> int:
         return Size(self._kind.shape).numel()

@@ -176,7 +176,7 @@ class Tensor:
 
     def size(self, dim=None):
         shape = self._node.shape
-        return dtypes.Size(shape) if dim is None else shape[dim]
+        return dtypes.Size(shape) if dim is None else dtypes.size_at(shape, dim)
 
     @property
     def dtype(self):

@@ -1,5 +1,7 @@
 """Bad input fails at the user's line with PyTorch's exception class, naming op, shapes and
 dtypes; afterwards the same tensors and a fresh graph keep working."""
+import re
+
 import numpy as np
 import pytest
 
@@ -176,3 +178,30 @@ def test_keyword_spellings_and_broadcast_errors_are_pytorchs(torch):
             messages.append(str(error.value).split(" [")[0])
         results.append(([v.tolist() for v in values], messages))
     assert results[0] == results[1]
+
+
+SMALL_REFUSALS = {  # (found by the normalization helper, session 29)
+    "size(dim) past the last dim": lambda T: T.ones(3).size(1),
+    "size(dim) before the first dim": lambda T: T.ones(2, 3).size(-3),
+    "size(dim) of a 0-d tensor": lambda T: T.tensor(1.0).size(0),
+    "batch_norm's weight of another size": lambda T: T.nn.functional.batch_norm(
+        T.ones(2, 3, 4), T.zeros(3), T.ones(3), weight=T.ones(4)),
+    "batch_norm's bias checked after its running stats": lambda T: T.nn.functional.batch_norm(
+        T.ones(2, 3, 4), T.zeros(3), T.ones(4), weight=T.ones(3), bias=T.ones(5)),
+    "batch_norm's running_mean in training": lambda T: T.nn.functional.batch_norm(
+        T.ones(2, 3, 4), T.zeros(4), T.ones(3), training=True),
+    "batch_norm of a 1-d input with running stats": lambda T: T.nn.functional.batch_norm(
+        T.ones(3), T.zeros(3), T.ones(3)),
+    "batch_norm of a 1-d input in training": lambda T: T.nn.functional.batch_norm(T.ones(3), None, None, training=True),
+    "batch_norm of integers": lambda T: T.nn.functional.batch_norm(T.ones(2, 3, 4).long(), T.zeros(3), T.ones(3)),
+    "layer_norm of integers": lambda T: T.nn.functional.layer_norm(T.ones(2, 3).long(), (3,)),
+}
+
+
+@pytest.mark.parametrize("name", list(SMALL_REFUSALS))
+def test_small_refusals_raise_pytorchs_class_and_words(torch, name):
+    with pytest.raises(Exception) as theirs:
+        SMALL_REFUSALS[name](torch)
+    with pytest.raises(type(theirs.value)) as ours:
+        SMALL_REFUSALS[name](symgrad)
+    assert re.sub(r" \[\w+: shapes .*\]$", "", str(ours.value)) == str(theirs.value).split("\n")[0]

@@ -531,7 +531,7 @@ def _affine(p, node, y, params, layout):
 def _check_float(name, *nodes):
     for n in nodes:
         if not n.dtype.is_floating_point:
-            raise ValueError(f'"{name}" not implemented for \'{dtypes.torch_name(n.dtype).capitalize()}\'')
+            raise NotImplementedError(f'"{name}" not implemented for \'{dtypes.torch_name(n.dtype).capitalize()}\'')
         if n.dtype is not nodes[0].dtype:
             raise ValueError(f"expected scalar type {dtypes.torch_name(nodes[0].dtype).capitalize()} but found "
                              f"{dtypes.torch_name(n.dtype).capitalize()}")
@@ -643,10 +643,6 @@ def _infer_batch_norm(nodes, training, eps, has_weight, has_bias):
     _check_float("batch_norm", x, *rest)
     if len(x.shape) < 2:
         raise ValueError(f"batch_norm: expected a 2D or more input, got input of size {_sizes(x.shape)}")
-    channels = x.shape[1]
-    for param in rest:
-        if param.shape != (channels,):
-            raise ValueError(f"running_mean should contain {channels} elements not {int(np.prod(param.shape))}")
     return x.shape, x.dtype
 
 
@@ -704,7 +700,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     toward them in place, the variance unbiased, as PyTorch does; eval uses the running ones."""
     params = [t for t in (weight, bias) if t is not None]
     flags = (float(eps), weight is not None, bias is not None)
-    if training and input.numel() // input.shape[1] <= 1:
+    channels = input.shape[1] if input.ndim > 1 else 0  # PyTorch's count for a 0-d or 1-d input
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (channels,):
+            raise RuntimeError(f"{name} should contain {channels} elements not {t.numel()}")
+    if training and input.numel() // input.size(1) <= 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size {input.shape}")
     for name, stats in (("running_mean", running_mean), ("running_var", running_var)):
         if stats is not None and stats.requires_grad and is_grad_enabled():
