@@ -1,10 +1,14 @@
-"""Containers: ``Sequential``, ``ModuleList``, ``ModuleDict``, with PyTorch's indexing and names
-(submodules are registered under "0", "1", ... or their keys, so state_dict keys match)."""
+"""Containers: ``Sequential``, ``ModuleList``, ``ModuleDict``, ``ParameterList``, ``ParameterDict``,
+with PyTorch's indexing and names (entries are registered under "0", "1", ... or their keys, so
+state_dict keys match)."""
 from __future__ import annotations
 
+import operator
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 
-from symgrad.nn.module import Module
+from symgrad.nn.module import Module, Parameter
+from symgrad.tensor import Tensor
 
 
 def _index(length: int, idx: int) -> int:
@@ -161,3 +165,223 @@ class ModuleDict(Module):
     def update(self, modules) -> None:
         for key, module in (modules.items() if hasattr(modules, "items") else modules):
             self[key] = module
+
+
+def _as_parameter(value):
+    """What a parameter container stores: a plain tensor becomes a Parameter (requiring grad, as
+    PyTorch wraps it); a Parameter, a module or any other object is kept as it is."""
+    return Parameter(value) if isinstance(value, Tensor) and not isinstance(value, Parameter) else value
+
+
+class _ParameterEntries(Module):
+    """What ParameterList and ParameterDict share: entries are attributes set by name (so Module's
+    rules register them: a Parameter as a parameter, a module as a submodule, anything else as a
+    plain attribute), and PyTorch's printout of them (``_entries()`` gives the (key, value) pairs,
+    ``_tensor_type`` how a tensor's type is named)."""
+
+    def extra_repr(self) -> str:
+        lines = []
+        for key, value in self._entries():
+            if isinstance(value, Tensor):
+                kind = "Parameter" if isinstance(value, Parameter) else "Tensor"
+                sizes = "x".join(str(n) for n in value.shape)
+                lines.append(f"  ({key}): {kind} containing: [{self._tensor_type(value)} of size {sizes}]")
+            else:
+                lines.append(f"  ({key}): Object of type: {type(value).__name__}")
+        return "\n".join(lines)
+
+    def __repr__(self):
+        """PyTorch's layout, where several entries and no submodule print one per line, indented."""
+        lines = self.extra_repr().split("\n") if len(self) else []
+        if self._modules or len(lines) > 1:
+            lines += [f"({name}): " + repr(module).replace("\n", "\n  ") for name, module in self._modules.items()]
+            return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+        return f"{type(self).__name__}({''.join(lines)})"
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"{self._called} should not be called.")
+
+
+class ParameterList(_ParameterEntries):
+    """Values by position, named "0", "1", ...; tensors are held as Parameters of the list."""
+
+    _called = "ParameterList"
+
+    def __init__(self, values=None):
+        super().__init__()
+        self._size = 0
+        if values is not None:
+            self += values
+
+    def _name(self, idx) -> str:
+        return str(_index(len(self), operator.index(idx)))
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            part = type(self)()
+            for i in range(*idx.indices(len(self))):
+                part.append(self[i])
+            return part
+        return getattr(self, self._name(idx))
+
+    def __setitem__(self, idx, value) -> None:
+        setattr(self, self._name(idx), _as_parameter(value))
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __iadd__(self, values) -> "ParameterList":
+        return self.extend(values)
+
+    def __dir__(self):
+        return [name for name in super().__dir__() if not name.isdigit()]
+
+    def append(self, value) -> "ParameterList":
+        """A failed assignment (a number where a Parameter is registered) leaves the size as it was."""
+        name = str(self._size)
+        setattr(self, name, _as_parameter(value))
+        self._size += 1
+        return self
+
+    def extend(self, values) -> "ParameterList":
+        if not isinstance(values, Iterable) or isinstance(values, Tensor):
+            raise TypeError(f"ParameterList.extend should be called with an iterable, but got {type(values).__name__}")
+        for value in values:
+            self.append(value)
+        return self
+
+    def _entries(self):
+        return enumerate(self)
+
+    def _tensor_type(self, tensor) -> str:
+        return str(tensor.dtype)
+
+
+class ParameterDict(_ParameterEntries):
+    """Values by string key, in insertion order; tensors are held as Parameters of the dict.  A
+    refused key or entry raises before anything is stored (PyTorch records the key first)."""
+
+    _called = "ParameterDict"
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        self._keys = {}
+        if parameters is not None:
+            self.update(parameters)
+
+    @staticmethod
+    def _checked(key):
+        if not isinstance(key, str):
+            raise TypeError("Index given to ParameterDict cannot be used as a key as it is not a string (type is "
+                            f"'{type(key).__name__}'). Open an issue on github if you need non-string keys.")
+        return key
+
+    def __getitem__(self, key):
+        return getattr(self, self._checked(key))
+
+    def __setitem__(self, key, value) -> None:
+        setattr(self, self._checked(key), _as_parameter(value))
+        self._keys[key] = None
+
+    def __delitem__(self, key) -> None:
+        del self._keys[key]
+        delattr(self, self._checked(key))
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __reversed__(self):
+        return reversed(self._keys)
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def copy(self) -> "ParameterDict":
+        """A new dict holding the same objects (the Parameters are shared, not cloned)."""
+        return ParameterDict(OrderedDict(self.items()))
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def clear(self) -> None:
+        for key in list(self._keys):
+            del self[key]
+
+    def pop(self, key):
+        value = self[key]
+        del self[key]
+        return value
+
+    def popitem(self):
+        if not self._keys:
+            raise KeyError("popitem(): dictionary is empty")
+        key = next(reversed(self._keys))
+        return key, self.pop(key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def fromkeys(self, keys, default=None) -> "ParameterDict":
+        return ParameterDict((key, default) for key in keys)
+
+    def keys(self):
+        return self._keys.keys()
+
+    def items(self):
+        return ((key, self[key]) for key in self._keys)
+
+    def values(self):
+        return (self[key] for key in self._keys)
+
+    def update(self, parameters) -> None:
+        """From an (ordered) ParameterDict or OrderedDict in its order, another mapping by sorted key,
+        or (key, value) pairs in order; every pair is checked before any is stored."""
+        if not isinstance(parameters, Iterable):
+            raise TypeError("ParametersDict.update should be called with an iterable of key/value pairs, but got "
+                            + type(parameters).__name__)
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            pairs = list(parameters.items())
+        elif isinstance(parameters, Mapping):
+            pairs = sorted(parameters.items())
+        else:
+            pairs = list(parameters)
+            for j, pair in enumerate(pairs):
+                if not isinstance(pair, Iterable):
+                    raise TypeError(f"ParameterDict update sequence element #{j} should be Iterable; is"
+                                    + type(pair).__name__)
+                if len(pair) != 2:
+                    raise ValueError(f"ParameterDict update sequence element #{j} has length {len(pair)}; "
+                                     "2 is required")
+            pairs = [(pair[0], pair[1]) for pair in pairs]
+        for key, _ in pairs:
+            self._checked(key)
+        for key, value in pairs:
+            self[key] = value
+
+    def __or__(self, other) -> "ParameterDict":
+        merged = self.copy()
+        merged.update(other)
+        return merged
+
+    def __ror__(self, other):
+        merged = other.copy()
+        merged.update(self)
+        return merged
+
+    def __ior__(self, other) -> "ParameterDict":
+        self.update(other)
+        return self
+
+    def _entries(self):
+        return self.items()
+
+    def _tensor_type(self, tensor) -> str:
+        return tensor.type()

@@ -25,6 +25,8 @@ from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad.ir import ieee
 from symgrad.ir.indexing import flip, take
 from symgrad.ir.linalg import Pad, emit
+from symgrad.nn.dropout import alpha_dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout  # noqa: F401
+from symgrad.ops.convolution import avg_pool2d, avg_pool3d, batch_norm
 from symgrad.ops.dims import dim_index
 from symgrad.ops.elementwise import LOGSIGMOID, MINIMUM, elementwise, refuse_kernel, where
 from symgrad.ops.linalg import bmm, einsum, linear
@@ -872,9 +874,11 @@ def _pad_grad_fn(nodes, mode, pads, value):
 def _infer_pad(nodes, mode, pads, value):
     (x,) = nodes
     shape = tuple(n + lo + hi for n, (lo, hi) in zip(x.shape, pads))
-    if min(shape, default=1) < 0:
-        raise ValueError(f"The input size {x.shape[0]}, plus negative padding {pads[0][0]} and {pads[0][1]} resulted "
-                         "in a negative output size, which is invalid. Check dimension 0 of your input.")
+    negative = [n for n in shape if n < 0]
+    if negative:  # PyTorch 2.13's words differ by mode (where its kernel notices)
+        raise ValueError({"constant": "narrow(): length must be non-negative.",
+                          "circular": "Negative padding value is resulting in an empty dimension"}.get(
+            mode, f"Trying to create tensor with negative dimension {negative[0]}: {list(shape)}"))
     return shape, x.dtype
 
 
@@ -889,14 +893,19 @@ def _build_pad(p, node, x):
         if mode == "circular":
             x = _wrapped(p, x, shape, axis, lo, hi, dtype)
             continue
-        n = shape[axis]
+        n, grow_lo, grow_hi = shape[axis], max(lo, 0), max(hi, 0)
         if mode == "reflect":
-            parts = [_flipped(p, x, shape, axis, 1, lo + 1), x, _flipped(p, x, shape, axis, n - hi - 1, n - 1)]
+            parts = [_flipped(p, x, shape, axis, 1, grow_lo + 1), x,
+                     _flipped(p, x, shape, axis, n - grow_hi - 1, n - 1)]
         else:
-            parts = [_edge(p, x, shape, axis, 0, lo), x, _edge(p, x, shape, axis, n - 1, hi)]
+            parts = [_edge(p, x, shape, axis, 0, grow_lo), x, _edge(p, x, shape, axis, n - 1, grow_hi)]
         parts = [part for part in parts if part is not None]
-        shape[axis] = n + lo + hi
-        x = p.concatenate(parts, axis, tuple(shape), dtype)
+        shape[axis] = n + grow_lo + grow_hi
+        if len(parts) > 1:
+            x = p.concatenate(parts, axis, tuple(shape), dtype)
+        if min(lo, hi) < 0:  # PyTorch's border comes from the whole input: pad, then crop
+            x = _slab(p, x, shape, axis, grow_lo - lo, shape[axis] - grow_hi + hi)
+            shape[axis] = n + lo + hi
     return x
 
 
@@ -978,8 +987,9 @@ def pad(input, pad, mode="constant", value=None):
                                f"but got: padding ({lo}, {hi}) at dimension {axis} of input {list(input.shape)}")
         if mode == "circular" and max(lo, hi) > input.shape[axis] - max(-lo, 0) - max(-hi, 0):  # after a crop
             raise RuntimeError("Padding value causes wrapping around more than once.")
-        if min(lo, hi) < 0 and mode != "circular":
-            raise RuntimeError(f"F.pad: negative padding in {mode} mode is not supported by symgrad")
+    if mode != "circular" and padded == 1 and input.shape[-1] + pad[0] + pad[1] <= 0:
+        raise RuntimeError(f"input (W: {input.shape[-1]}) is too small. Calculated output W: "
+                           f"{input.shape[-1] + pad[0] + pad[1]}")
     return apply(PAD, input, attrs=(mode, pads, 0.0))
 
 
@@ -1018,6 +1028,108 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input * zeros_like(input)
     noise = draws_like(input, partial(random.bernoulli, p=1 - p))
     return input * (noise / (1 - p))
+
+
+def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
+    """softmax((logits + g) / tau) with Gumbel noise ``g = -log(exponential_())`` drawn as PyTorch
+    draws it (seeded, its numbers); ``hard``: the one-hot of the argmax, with the soft sample's
+    gradient (``y_hard - y_soft.detach() + y_soft``, PyTorch's straight-through composition)."""
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    gumbels = -draws_like(logits, random.exponential).log()
+    y_soft = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return y_soft
+    y_hard = zeros_like(logits).scatter(dim, y_soft.max(dim, keepdim=True)[1], 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
+# ------------------------------------------------------------- normalizations PyTorch composes
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    """batch_norm of the input viewed as one sample of batch x channels (ViewBackward0 of
+    NativeBatchNormBackward0), the parameters and statistics repeated per sample; each running
+    statistic then becomes the samples' mean of its moved copies, as PyTorch's."""
+    if use_input_stats and math.prod(input.shape[2:]) == 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size {input.shape}")
+    if not use_input_stats and (running_mean is None or running_var is None):
+        raise RuntimeError("Expected running_mean and running_var to be defined when use_input_stats is false")
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("running_mean and running_var must either both be None or neither be None")
+    if input.dim() < 2:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-max(input.dim(), 1)}, "
+                         f"{max(input.dim(), 1) - 1}], but got 1)")
+    b, c = input.shape[:2]
+    stats_and_params = [None if t is None else t.repeat(b) for t in (running_mean, running_var, weight, bias)]
+    out = input.view(1, b * c, *input.shape[2:])
+    if input.numel():  # (batch_norm's kernel does nothing to an empty input)
+        out = batch_norm(out, *stats_and_params, use_input_stats, momentum, eps)
+    with no_grad():
+        for stats, copies in zip((running_mean, running_var), stats_and_params):
+            if stats is not None:
+                stats.copy_(copies.view(b, c).mean(0))
+    return out.view(input.shape)
+
+
+ADD_SCALAR = elementwise(  # PyTorch's C++ addition of a number (Python's x + 2 records AddBackward0)
+    "add_scalar", "AddBackward1", lambda a, b: a + b, saves=False, reference=jnp.add,
+    torch_fn=lambda t, a, b: t.ops.aten.add.Scalar(a, b), examples=(Example(((3, 4), ()), scalars={1: 0.5}),))
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """input * rsqrt(mean of its squares over the last axes + eps) (* weight), composed as PyTorch's;
+    a half input is normalized in float32 and cast back.  ``eps=None`` is the machine epsilon of
+    the type it is computed in."""
+    if not isinstance(normalized_shape, (tuple, list)):  # (torch.Size is a tuple)
+        raise TypeError(f"rms_norm(): argument 'normalized_shape' (position 2) must be tuple of ints, not "
+                        f"{type(normalized_shape).__name__}")
+    shape = tuple(normalized_shape)
+    _check_normalized_shape(input, shape, weight)
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f'"rms_norm" not implemented for \'{dtypes.torch_name(input.dtype).capitalize()}\'')
+    computing = dtypes.float32 if input.dtype is dtypes.float16 else input.dtype
+    if weight is not None and weight.dtype is not input.dtype:  # (PyTorch warns once a process)
+        warnings.warn(f"Mismatch dtype between input and weight: input dtype = {_cpp_name(input.dtype)}, weight dtype "
+                      f"= {_cpp_name(weight.dtype)}, Cannot dispatch to fused implementation.", stacklevel=2)
+    x = input.to(computing)
+    axes = tuple(range(x.ndim - len(shape), x.ndim))
+    eps = float(np.finfo(computing.numpy).eps) if eps is None else eps
+    y = x * apply(ADD_SCALAR, x.pow(2).mean(axes, keepdim=True), eps).rsqrt()
+    return (y if weight is None else y * weight).to(input.dtype)
+
+
+def _check_normalized_shape(input, shape, weight):
+    if len(shape) > input.dim():
+        raise ValueError(f"Input tensor must have at least {len(shape)} dimensions, but got {input.dim()}")
+    if not shape:
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
+                           "element, but got normalized_shape = []")
+    if weight is not None and tuple(weight.shape) != shape:
+        raise RuntimeError(f"Expected weight to be of same shape as normalized_shape, but got weight of shape "
+                           f"{list(weight.shape)} and normalized_shape = {list(shape)}")
+    if tuple(input.shape[input.dim() - len(shape):]) != shape:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*{', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """input / (k + alpha * the mean square over ``size`` neighbouring channels) ** beta: the mean an
+    average pool over the zero-padded channel axis, composed as PyTorch composes it."""
+    if input.dim() < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality                          input (got {input.dim()} "
+                         "dimensions)")
+    if input.numel() == 0:
+        return input
+    squares, shape = input.mul(input), input.shape
+    if input.dim() == 3:
+        squares = pad(squares.unsqueeze(1), (0, 0, size // 2, (size - 1) // 2))
+        mean = avg_pool2d(squares, (size, 1), stride=1).squeeze(1)
+    else:
+        squares = pad(squares.view(shape[0], 1, shape[1], shape[2], -1), (0, 0, 0, 0, size // 2, (size - 1) // 2))
+        mean = avg_pool3d(squares, (size, 1, 1), stride=1).squeeze(1).view(shape)
+    return input / mean.mul(alpha).add(k).pow(beta)
 
 
 # ------------------------------------------------------------------ losses PyTorch composes
