@@ -196,6 +196,23 @@ def test_registration_modes_hooks_and_buffers(torch):
             model.register_buffer("a.b", T.ones(1))
 
 
+def test_a_multi_line_extra_repr_prints_as_pytorchs(torch):
+    """Was: a module without children joined its extra_repr's lines unindented, empty lines dropped."""
+    def modules(T):
+        class Lines(T.nn.Module):
+            def extra_repr(self):
+                return "a=1\n\nb=2"
+
+        class LinesAndChild(Lines):
+            def __init__(self):
+                super().__init__()
+                self.inner = Lines()
+
+        return [Lines(), LinesAndChild(), T.nn.Sequential(Lines(), T.nn.Identity())]
+
+    assert [repr(m) for m in modules(symgrad)] == [repr(m) for m in modules(torch)]
+
+
 def test_a_parameter_prints_copies_and_pickles(torch):
     ours, theirs = symgrad.nn.Parameter(symgrad.ones(2)), torch.nn.Parameter(torch.ones(2))
     assert repr(ours) == repr(theirs)

@@ -7,7 +7,7 @@ import operator
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
-from symgrad.nn.module import Module, Parameter
+from symgrad.nn.module import Module, Parameter, indented
 from symgrad.tensor import Tensor
 
 
@@ -103,7 +103,7 @@ class ModuleList(Module):
             return f"{type(self).__name__}()"
         lines = [f"({first}): {text}" if first == last else f"({first}-{last}): {last - first + 1} x {text}"
                  for first, last, text in runs]
-        return f"{type(self).__name__}(\n  " + "\n  ".join(line.replace("\n", "\n  ") for line in lines) + "\n)"
+        return f"{type(self).__name__}(\n  " + "\n  ".join(indented(line) for line in lines) + "\n)"
 
     def append(self, module: Module) -> "ModuleList":
         self.add_module(str(len(self)), module)
@@ -189,14 +189,6 @@ class _ParameterEntries(Module):
             else:
                 lines.append(f"  ({key}): Object of type: {type(value).__name__}")
         return "\n".join(lines)
-
-    def __repr__(self):
-        """PyTorch's layout, where several entries and no submodule print one per line, indented."""
-        lines = self.extra_repr().split("\n") if len(self) else []
-        if self._modules or len(lines) > 1:
-            lines += [f"({name}): " + repr(module).replace("\n", "\n  ") for name, module in self._modules.items()]
-            return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
-        return f"{type(self).__name__}({''.join(lines)})"
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"{self._called} should not be called.")

@@ -394,13 +394,22 @@ class Module:
         return ""
 
     def __repr__(self):
-        lines = [line for line in self.extra_repr().split("\n") if line]
-        for name, module in self._modules.items():
-            text = repr(module).replace("\n", "\n  ")
-            lines.append(f"({name}): {text}")
-        if not self._modules:
-            return f"{type(self).__name__}({', '.join(lines) if len(lines) <= 1 else chr(10).join(lines)})"
-        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+        """PyTorch's layout: a one-line ``extra_repr`` of a module without children inline, else one
+        line each (``extra_repr``'s lines, then the children's), indented."""
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({name}): " + indented(repr(module)) for name, module in self._modules.items()]
+        if len(extra_lines) == 1 and not child_lines:
+            return f"{type(self).__name__}({extra})"
+        lines = extra_lines + child_lines
+        return f"{type(self).__name__}(" + ("\n  " + "\n  ".join(lines) + "\n" if lines else "") + ")"
+
+
+def indented(text: str) -> str:
+    """A child's printout inside its parent's: every line after the first two spaces in, a blank
+    line left empty (PyTorch's)."""
+    first, *rest = text.split("\n")
+    return "\n".join([first] + ["  " + line if line.strip() else "" for line in rest])
 
 
 def _registered(table: OrderedDict, hook, prepend: bool) -> RemovableHandle:
