@@ -71,7 +71,8 @@ def test_gradient_matches_finite_differences_and_jax(name, op, example):
     if not positions or not out.dtype.is_floating_point:  # comparisons: values only
         return
     arrays = [values[p] for p in positions]
-    by_jax = jax.grad(loss, argnums=tuple(range(len(arrays))))(*arrays)
+    loss = jax.jit(loss)  # one compile: eagerly, each primitive compiles and dispatches on its own
+    by_jax = jax.jit(jax.grad(loss, argnums=tuple(range(len(arrays)))))(*arrays)
     by_fd = _finite_differences(loss, arrays)
     for p, g_jax, g_fd in zip(positions, by_jax, by_fd):
         np.testing.assert_allclose(grads[p], np.asarray(g_jax), rtol=1e-9, atol=1e-12, err_msg=f"{name} vs jax.grad")

@@ -47,6 +47,7 @@ def test_backward_size_and_constant_cotangent(name, op, example):
             full[p] = v
         return jnp.sum(op.reference(*full, *example.attrs))
 
-    expected = jax.grad(reference, argnums=tuple(range(len(positions))))(*[values[p] for p in positions])
+    # one compiled program: eagerly, jax.grad compiles each primitive it meets (most of this file's time)
+    expected = jax.jit(jax.grad(reference, argnums=tuple(range(len(positions)))))(*[values[p] for p in positions])
     for p, e in zip(positions, expected):
         np.testing.assert_allclose(args[p].grad.numpy(), np.asarray(e), rtol=1e-9, atol=1e-12, err_msg=name)
