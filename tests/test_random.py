@@ -68,6 +68,7 @@ NOT_IN_ORDER = {  # a tensor laid out otherwise: PyTorch draws in memory order (
     "dropout of a transpose": lambda T: T.nn.functional.dropout(T.ones(5, 7).t(), 0.3),
     "randn_like of a permuted slice (not dense: its layout still kept)": lambda T: T.randn_like(
         T.zeros(2, 5, 7).permute(2, 0, 1)[:, 1]),
+    "alpha_dropout of a transpose": lambda T: T.nn.functional.alpha_dropout(T.ones(5, 7).t(), 0.3, True),
     "dropout of an expand (a zero stride: in order)": lambda T: T.nn.functional.dropout(T.ones(1, 7).expand(5, 7), 0.3),
     "uniform_": _filled(lambda v: v.uniform_()),
     "normal_ (35 values: the one-at-a-time normal)": _filled(lambda v: v.normal_()),

@@ -38,8 +38,9 @@ def _masked(input, p, training, inplace, feature: bool, alpha: bool, name: str):
         return input * zeros((), dtype=input.dtype)
     if feature and input.dim() < 2:
         raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
-    shape = (*input.shape[:2], *(1,) * (input.dim() - 2)) if feature else tuple(input.shape)
-    noise = draws_like(zeros(shape, dtype=input.dtype), partial(random.bernoulli, p=1 - p))
+    # per channel a fresh (N, C, 1, ...) tensor; else one made like the input, drawn in its memory order
+    like = zeros((*input.shape[:2], *(1,) * (input.dim() - 2)), dtype=input.dtype) if feature else input
+    noise = draws_like(like, partial(random.bernoulli, p=1 - p))
     if not input.dtype.is_floating_point:  # PyTorch's scaling of the mask, in place, refuses (after the draw)
         raise RuntimeError(f"result type Float can't be cast to the desired output type "
                            f"{dtypes.torch_name(input.dtype).capitalize()}")
