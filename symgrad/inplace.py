@@ -139,7 +139,7 @@ def check_writable(tensor: Tensor, name: str, alike: bool = False, brings_grad: 
             continue
         op, attrs = step
         every_copy = every_copy and op.name not in ("index", "piece", "diagonal")
-        if op.name == "expand" and not every_copy and any(
+        if op.name == "expand" and not every_copy and tensor.numel() and any(  # nothing written, nothing shared
                 n > 1 and (i < len(attrs[0]) - parent.ndim or parent.shape[i - len(attrs[0]) + parent.ndim] == 1)
                 for i, n in enumerate(attrs[0])):
             raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "

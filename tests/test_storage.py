@@ -733,3 +733,16 @@ def test_remainder_keeps_its_input_only_for_the_divisors_gradient(torch, divisor
         return x.grad.tolist()
 
     assert run(symgrad) == run(torch)
+
+
+def test_an_empty_expanded_view_is_written_as_pytorch_writes_it(torch):
+    """Was refused as overlapping (random-programs fuzzer): no element is written, so none is shared."""
+    def run(T):
+        base = T.zeros(0, requires_grad=True)
+        view = (base * 1).expand(2, 0)
+        view += base
+        loss = (view * 2).sum()
+        loss.backward()
+        return tuple(view.shape), loss.item(), base.grad.numpy().shape
+
+    assert run(symgrad) == run(torch)
