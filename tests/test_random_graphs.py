@@ -155,6 +155,10 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
         "PyTorch's kernels compute x * alpha + beta per channel, beta = bias - mean * alpha: an infinite weight "
         "makes the channel NaN (inf - inf); symgrad's (x - mean) / std * weight + bias is +-inf there (api.md)",
         lambda p: ("batch_norm" in p.text or "group_norm" in p.text) and "inf" in p.text),
+    "layer_norm's input gradient with an infinite weight": (
+        "PyTorch's backward kernel sums dy * w and dy * w * xhat first and subtracts them from N dy w: with an "
+        "infinite weight some entries keep +-inf where symgrad's derivative meets inf - inf (NaN; api.md)",
+        lambda p: "layer_norm" in p.text and "inf" in p.text),
     "BCE of a computed input outside [0, 1]": ("binary_cross_entropy checks its input's and target's range only "
                                                "where the values are computed already (api.md: the check would "
                                                "cost a device sync per call); after an op the loss is NaN where "
