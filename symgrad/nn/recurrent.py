@@ -21,7 +21,7 @@ from symgrad.nn import functional as F
 from symgrad.nn import init
 from symgrad.nn.layers import _empty
 from symgrad.nn.module import Module
-from symgrad.nn.packed_sequence import PackedSequence
+from symgrad.nn.utils.rnn import PackedSequence
 from symgrad.ops.shape import cat, stack
 from symgrad.tensor import Tensor
 

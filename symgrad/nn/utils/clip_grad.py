@@ -6,7 +6,6 @@ import math
 
 from symgrad.creation import tensor
 from symgrad.grad_mode import no_grad
-from symgrad.nn import packed_sequence as rnn  # torch.nn.utils.rnn
 from symgrad.ops.shape import stack
 from symgrad.tensor import Tensor
 
