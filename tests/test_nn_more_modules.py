@@ -170,6 +170,12 @@ DROPOUTS = {
     "alpha_dropout p=1": (lambda T, x: F(T).alpha_dropout(x, 1.0, True), normal(4, 7), True),
     "alpha_dropout default not training": (lambda T, x: F(T).alpha_dropout(x, 0.3), normal(4, 7), True),
     "feature_alpha_dropout": (lambda T, x: T.nn.FeatureAlphaDropout(0.6)(x), normal(3, 6, 4), False),
+    "dropout in place": (lambda T, x: F(T).dropout(x * 1, 0.3, True, True), normal(4, 7), True),
+    "Dropout module in place": (lambda T, x: T.nn.Dropout(0.5, inplace=True)(x * 1), normal(4, 7), True),
+    "dropout p=1 in place": (lambda T, x: F(T).dropout(x * 1, 1.0, True, True), normal(4, 7), True),
+    "dropout2d in place": (lambda T, x: F(T).dropout2d(x * 1, 0.4, True, True), normal(2, 5, 3, 2), True),
+    "feature_alpha_dropout in place": (lambda T, x: F(T).feature_alpha_dropout(x * 1, 0.6, True, True),
+                                       normal(3, 6, 4), False),
 }
 
 
@@ -201,6 +207,7 @@ DROPOUT_ERRORS = {
     "module p": lambda T: T.nn.Dropout3d(2),
     "feature dropout of 1-D": lambda T: F(T).feature_alpha_dropout(T.ones(4), 0.5, True),
     "integer input": lambda T: F(T).alpha_dropout(T.ones(4, dtype=T.int64), 0.5, True),
+    "integer input to dropout": lambda T: F(T).dropout(T.ones(4, dtype=T.int64), 0.5),
 }
 
 
@@ -210,7 +217,7 @@ def test_dropout_errors_as_pytorch(torch, name):
 
 
 def test_dropout_module_reprs(torch):
-    for make in (lambda T: T.nn.Dropout1d(), lambda T: T.nn.Dropout2d(0.1, True), lambda T: T.nn.Dropout3d(0.2),
+    for make in (lambda T: T.nn.Dropout(), lambda T: T.nn.Dropout(0.3, True), lambda T: T.nn.Dropout1d(), lambda T: T.nn.Dropout2d(0.1, True), lambda T: T.nn.Dropout3d(0.2),
                  lambda T: T.nn.AlphaDropout(0.2), lambda T: T.nn.FeatureAlphaDropout(0.7, True)):
         assert repr(make(symgrad)) == repr(make(torch))
 

@@ -18,9 +18,9 @@ from symgrad.nn.distance import CosineSimilarity, PairwiseDistance
 from symgrad.nn.embedding_bag import EmbeddingBag
 from symgrad.nn.folding import Fold, Unfold
 from symgrad.nn import grid_sampling  # noqa: F401  (publishes F.affine_grid and F.grid_sample)
-from symgrad.nn.dropout import AlphaDropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
+from symgrad.nn.dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from symgrad.nn.lp_pools import LPPool1d, LPPool2d, LPPool3d
-from symgrad.nn.layers import Bilinear, Dropout, Embedding, Flatten, Identity, Linear, Unflatten
+from symgrad.nn.layers import Bilinear, Embedding, Flatten, Identity, Linear, Unflatten
 from symgrad.nn.normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d,
                                       InstanceNorm2d, InstanceNorm3d, LayerNorm, LocalResponseNorm, RMSNorm)
 from symgrad.nn.padding import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d,

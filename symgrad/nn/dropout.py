@@ -1,5 +1,5 @@
-"""Channel-wise and alpha dropout: ``F.dropout1d/2d/3d``, ``F.alpha_dropout``,
-``F.feature_alpha_dropout`` and their modules (``nn.Dropout`` itself is in symgrad.nn.layers).
+"""Dropout: ``F.dropout``, channel-wise ``F.dropout1d/2d/3d``, ``F.alpha_dropout``,
+``F.feature_alpha_dropout`` and their modules.
 
 PyTorch's CPU kernel draws one ``bernoulli_(1 - p)`` mask, either of the input's shape or, for
 feature dropout, of shape (N, C, 1, ...) so that a whole channel is kept or dropped; the mask is
@@ -30,12 +30,10 @@ def _masked(input, p, training, inplace, feature: bool, alpha: bool, name: str):
     zero when everything is, else the mask (per channel for ``feature``) scaled, and for ``alpha``
     the shift that keeps the mean and variance of SELU's outputs."""
     _checked(p)
-    if inplace:
-        raise NotImplementedError(f"{name}: the argument(s) inplace are not supported by symgrad")
     if p == 0 or not training or input.numel() == 0:
         return input
     if p == 1:
-        return input * zeros((), dtype=input.dtype)
+        return _times(input, zeros((), dtype=input.dtype), inplace)
     if feature and input.dim() < 2:
         raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
     # per channel a fresh (N, C, 1, ...) tensor; else one made like the input, drawn in its memory order
@@ -45,10 +43,21 @@ def _masked(input, p, training, inplace, feature: bool, alpha: bool, name: str):
         raise RuntimeError(f"result type Float can't be cast to the desired output type "
                            f"{dtypes.torch_name(input.dtype).capitalize()}")
     if not alpha:
-        return input * (noise / (1 - p))
+        return _times(input, noise / (1 - p), inplace)
     a = 1.0 / math.sqrt((_SELU_ALPHA * _SELU_ALPHA * p + 1) * (1 - p))
     b = (noise + -1) * (_SELU_ALPHA * a) + _SELU_ALPHA * a * p
-    return input * (noise * a) + b
+    kept = _times(input, noise * a, inplace)
+    return kept.add_(b) if inplace else kept + b
+
+
+def _times(input, factor, inplace: bool):
+    return input.mul_(factor) if inplace else input * factor
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """``input * noise``, the noise ``bernoulli_(1 - p) / (1 - p)`` drawn as PyTorch draws it (its
+    numbers, seeded); the input itself when nothing is dropped."""
+    return _masked(input, p, training, inplace, False, False, "dropout")
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False):
@@ -121,6 +130,10 @@ class _DropoutNd(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout(_DropoutNd):
+    function = dropout
 
 
 class Dropout1d(_DropoutNd):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +24,7 @@ from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad.ir import ieee
 from symgrad.ir.indexing import flip, take
 from symgrad.ir.linalg import Pad, emit
-from symgrad.nn.dropout import alpha_dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout  # noqa: F401
+from symgrad.nn.dropout import alpha_dropout, dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout  # noqa: F401
 from symgrad.ops.convolution import avg_pool2d, avg_pool3d, batch_norm
 from symgrad.ops.dims import dim_index
 from symgrad.ops.elementwise import LOGSIGMOID, MINIMUM, elementwise, refuse_kernel, where
@@ -1013,21 +1012,6 @@ def bilinear(input1, input2, weight, bias=None):
                            f"input1 {list(input1.shape)} and input2 {list(input2.shape)}")
     product = einsum("...i,oij,...j->...o", input1, weight, input2)
     return product if bias is None else product + bias
-
-
-def dropout(input, p=0.5, training=True, inplace=False):
-    """``input * noise``, the noise ``bernoulli_(1 - p) / (1 - p)`` drawn as PyTorch draws it (its
-    numbers, seeded); the input itself when nothing is dropped."""
-    if not 0 <= p <= 1:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if inplace:
-        _unsupported("dropout", inplace=inplace)
-    if not training or p == 0 or input.numel() == 0:
-        return input
-    if p == 1:
-        return input * zeros_like(input)
-    noise = draws_like(input, partial(random.bernoulli, p=1 - p))
-    return input * (noise / (1 - p))
 
 
 def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):

@@ -24,7 +24,8 @@ from symgrad.nn import init
 from symgrad.nn.activation import GELU, ReLU
 from symgrad.nn.attention import MultiheadAttention
 from symgrad.nn.containers import ModuleList
-from symgrad.nn.layers import Dropout, Linear
+from symgrad.nn.dropout import Dropout
+from symgrad.nn.layers import Linear
 from symgrad.nn.module import Module
 from symgrad.nn.normalization import LayerNorm
 from symgrad.ops.shape import triu
@@ -70,23 +71,32 @@ def _wants_grad(src, layer) -> bool:
     return is_grad_enabled() and (src.requires_grad or any(p.requires_grad for p in layer.parameters()))
 
 
+def _build_layer(layer, attentions, d_model, nhead, dim_feedforward, dropout, layer_norm_eps, batch_first,
+                 norm_first, bias, made) -> None:
+    """An encoder layer's (one attention) or decoder layer's (two) modules, registered in PyTorch's order:
+    seeded initialisation draws in it and ``state_dict`` lists it."""
+    for name in attentions:
+        setattr(layer, name, MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                                                **made))
+    layer.linear1 = Linear(d_model, dim_feedforward, bias=bias, **made)
+    layer.dropout = Dropout(dropout)
+    layer.linear2 = Linear(dim_feedforward, d_model, bias=bias, **made)
+    layer.norm_first = norm_first
+    blocks = range(1, len(attentions) + 2)
+    for k in blocks:
+        setattr(layer, f"norm{k}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **made))
+    for k in blocks:
+        setattr(layer, f"dropout{k}", Dropout(dropout))
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention, then a two-layer feed-forward block, each added back and layer-normalised."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
         super().__init__()
-        made = dict(device=device, dtype=dtype)
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                            **made)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **made)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **made)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **made)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **made)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
+        _build_layer(self, ("self_attn",), d_model, nhead, dim_feedforward, dropout, layer_norm_eps, batch_first,
+                     norm_first, bias, dict(device=device, dtype=dtype))
         if isinstance(activation, str):
             activation = _get_activation_fn(activation)
         self.activation_relu_or_gelu = (1 if activation is F.relu or isinstance(activation, ReLU) else
@@ -132,21 +142,8 @@ class TransformerDecoderLayer(Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
         super().__init__()
-        made = dict(device=device, dtype=dtype)
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first, bias=bias,
-                                            **made)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first, bias=bias,
-                                                 **made)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **made)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **made)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **made)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **made)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **made)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.dropout3 = Dropout(dropout)
+        _build_layer(self, ("self_attn", "multihead_attn"), d_model, nhead, dim_feedforward, dropout, layer_norm_eps,
+                     batch_first, norm_first, bias, dict(device=device, dtype=dtype))
         self.activation = _get_activation_fn(activation) if isinstance(activation, str) else activation
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
