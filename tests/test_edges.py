@@ -133,6 +133,35 @@ ZERO_D_PROGRAMS = {
 }
 
 
+MIXED_0D = {  # a wider 0-d tensor meets a narrower one; PyTorch casts it to the computation dtype first
+    "16777217 - 16777216": lambda T, a, x: a - x,
+    "fmax tie": lambda T, a, x: T.fmax(a, x),
+    "maximum tie": lambda T, a, x: T.maximum(x, a),
+    "eq": lambda T, a, x: (a == x).float() + x,
+    "lt": lambda T, a, x: (x < a).float() * x,
+    "logical_and": lambda T, a, x: T.logical_and(a * 1e-46, x).float() + x,
+    "int64 over int32": lambda T, a, x: (T.tensor(3_000_000_000) > x.int()).float() * x,
+}
+
+
+@pytest.mark.parametrize("name", list(MIXED_0D))
+def test_a_float64_0d_tensor_is_rounded_to_float32_before_it_computes(torch, name):
+    """Was: computed in float64 and rounded after (16777217 - 16777216 was 1; a tie of fmax went to
+    the float32 operand; 0.1 == float32(0.1) was False)."""
+    def run(T):
+        a = T.tensor(16777217.0 if name.startswith("16") else -0.7, dtype=T.float64, requires_grad=True)
+        x = T.tensor([16777216.0, -0.7, 0.1, -2.0], requires_grad=True)
+        out = MIXED_0D[name](T, a, x)
+        out.backward(T.tensor([0.25, 0.5, 1.0, 2.0]))
+        return out.detach().numpy(), x.grad.numpy(), None if a.grad is None else a.grad.numpy()
+
+    (out, gx, ga), (t_out, t_gx, t_ga) = _both(torch, run)
+    assert out.dtype == t_out.dtype
+    np.testing.assert_array_equal(out, t_out)
+    np.testing.assert_array_equal(gx, t_gx)
+    np.testing.assert_array_equal(ga, t_ga)
+
+
 @pytest.mark.parametrize("name", list(ZERO_D_PROGRAMS))
 def test_a_0d_tensor_made_1d(torch, name):
     """Was: expand(3).sum() gave a gradient of 0 (the emitted program returned a constant zero);

@@ -42,6 +42,15 @@ def infer_elementwise(nodes, float_result=False):
     return shape, dtype
 
 
+def computed_operands(p, node, xs) -> list:
+    """The operands cast to the dtype PyTorch computes in, as its TensorIterator casts them: the
+    result's, or for a comparison the inputs' promoted dtype.  A float64 0-dim tensor meeting float32
+    is rounded first (``tensor(16777217.) - x`` is 0 at x = 16777216, a tie of ``fmax`` goes to the
+    first operand); a mask meets numbers as numbers (``Program.astype``: NaN * False is NaN)."""
+    computed = node.dtype if node.dtype is not dtypes.bool_ else infer_elementwise(node.inputs)[1]
+    return [x if i.dtype is computed else p.astype(x, computed.name) for x, i in zip(xs, node.inputs)]
+
+
 def refuse_kernel(kernel: str, *categories):
     """PyTorch's refusal where its CPU kernel has no loop for the input's dtype category:
     ``NotImplementedError: "abs_cpu" not implemented for 'Bool'``."""
@@ -84,10 +93,7 @@ def elementwise(name, grad_fn, form, *, float_result=False, saves=True, referenc
     arity = code.co_argcount - len(form.__defaults__ or ()) if code else min(form.nargs)
 
     def build(p, node, *xs):
-        if float_result:  # jax.nn's functions take floats only: cast integer inputs as PyTorch does
-            xs = [p.astype(x, node.dtype.name) if not i.dtype.is_floating_point else x for x, i in zip(xs, node.inputs)]
-        elif node.dtype is not dtypes.bool_:  # a mask meets numbers as numbers (Program.astype: NaN * False)
-            xs = [p.astype(x, node.dtype.name) if i.dtype is dtypes.bool_ else x for x, i in zip(xs, node.inputs)]
+        xs = computed_operands(p, node, xs)
         # Unevaluated (IEEE: x*0 is NaN at inf, symgrad.ir.ieee).  This is also the cheap way:
         # SymPy's evaluation (sin's looks for multiples of pi and of i) costs more than the node,
         # and its cost per op grew with the program once its bounded cache overflowed.
@@ -344,7 +350,7 @@ def _infer_comparison(nodes):
 
 def _comparison(name, head, reference):
     op = register(Op(name, None, _infer_comparison,
-                     lambda p, node, a, b: p.assign(head(a, b), node.shape, "bool", name),
+                     lambda p, node, *xs: p.assign(head(*computed_operands(p, node, xs)), node.shape, "bool", name),
                      saves=False, reference=reference, torch_fn=lambda t, a, b: getattr(t, name)(a, b),
                      examples=BINARY[:3] + (Example(((4,), ()), scalars={1: 0}),), elementwise=True))
     op.publish(public_names(name, f"__{name}__"))(public_function(op, 2))

@@ -8,13 +8,13 @@ import sympy as sp
 
 from symgrad import dtypes, ir
 from symgrad.ir import functions as ir_functions
-from symgrad.ops.elementwise import BINARY, UNARY, infer_elementwise, public_function, public_names
+from symgrad.ops.elementwise import BINARY, UNARY, computed_operands, infer_elementwise, public_function, public_names
 from symgrad.ops.registry import Op, register
 
 
 def _boolean(name, head, reference, arity):
     op = register(Op(name, None, lambda nodes: (infer_elementwise(nodes)[0], dtypes.bool_),
-                     lambda p, node, *xs: p.assign(head(*xs), node.shape, "bool", name),
+                     lambda p, node, *xs: p.assign(head(*computed_operands(p, node, xs)), node.shape, "bool", name),
                      saves=False, reference=reference, torch_fn=lambda t, *xs: getattr(t, name)(*xs),
                      examples=UNARY if arity == 1 else BINARY[:3], elementwise=True))
     op.publish(public_names(name, inplace=False))(public_function(op, arity))
