@@ -31,6 +31,8 @@ def reverse_mode(program: Program, output, seed, wrt):
     needs = _symbols_between(program, wrt)
     adjoints: dict[sp.Symbol, list] = {}
     if isinstance(output, sp.Symbol) and output in needs:
+        if not seed.is_Number and program.shape_of(seed) != program.shapes[output]:
+            seed = program.sum_to(seed, program.shapes[output])  # an output broadcast from a smaller symbol
         adjoints[output] = [seed]
     totals = {}
     targets = set(wrt)

@@ -28,6 +28,8 @@ CASES = {
     "grad of grad": lambda T, F: F.grad(lambda x: F.grad(lambda y: (y ** 3).sum())(x).sum())(T.tensor(X)),
     "vjp": lambda T, F: (lambda out, fn: (out, fn(T.tensor(Y))))(*F.vjp(lambda x: x.sin() * 2, T.tensor(X))),
     "jvp": lambda T, F: F.jvp(lambda x, y: x.sin() * y, (T.tensor(X), T.tensor(Y)), (T.ones(3), T.tensor(X))),
+    "jvp of a sum of a matrix": lambda T, F: F.jvp(lambda w: w.sum(), (T.tensor(W),), (T.tensor(W) * 3,)),
+    "jvp of a mean of a matrix": lambda T, F: F.jvp(lambda w: w.mean(), (T.tensor(W),), (T.tensor(W) - 1,)),
     "jacrev": lambda T, F: F.jacrev(lambda x: x.sin() * x[0])(T.tensor(X)),
     "jacrev of a matrix function": lambda T, F: F.jacrev(lambda w, x: (w @ x).tanh(), argnums=(0, 1))(
         T.tensor(W), T.tensor(X)),
