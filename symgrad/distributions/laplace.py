@@ -1,0 +1,69 @@
+"""``torch.distributions.Laplace``: the double exponential around ``loc``."""
+from __future__ import annotations
+
+from symgrad.creation import empty
+from symgrad.dtypes import Size
+
+from symgrad.distributions import constraints
+from symgrad.distributions.distribution import Distribution
+from symgrad.distributions.utils import NUMBER, broadcast_all, finfo
+
+__all__ = ["Laplace"]
+
+
+class Laplace(Distribution):
+    """Density ``exp(-|x - loc| / scale) / (2 scale)``."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        numbers = isinstance(loc, NUMBER) and isinstance(scale, NUMBER)
+        super().__init__(() if numbers else self.loc.size(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._expanded(Laplace, batch_shape, _instance=_instance)
+        new.loc, new.scale = self.loc.expand(Size(batch_shape)), self.scale.expand(Size(batch_shape))
+        return new
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        return 2 * self.scale.pow(2)
+
+    @property
+    def stddev(self):
+        return (2 ** 0.5) * self.scale
+
+    def rsample(self, sample_shape=()):
+        """The inverse cdf of a uniform on ``(eps - 1, 1)``: never -1, whose log1p would be -inf."""
+        shape = tuple(self._extended_shape(sample_shape))
+        u = empty(shape, dtype=self.loc.dtype).uniform_(float(finfo(self.loc.dtype).eps) - 1, 1)
+        return self.loc - self.scale * u.sign() * (-u.abs()).log1p()
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return -(2 * self.scale).log() - (value - self.loc).abs() / self.scale
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        centred = value - self.loc
+        return 0.5 - 0.5 * centred.sign() * (-centred.abs() / self.scale).expm1()
+
+    def icdf(self, value):
+        term = value - 0.5
+        return self.loc - self.scale * term.sign() * (-2 * term.abs()).log1p()
+
+    def entropy(self):
+        return 1 + (2 * self.scale).log()

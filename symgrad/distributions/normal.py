@@ -1,0 +1,74 @@
+"""``torch.distributions.Normal``: the Gaussian of a VAE's reparameterized latent."""
+from __future__ import annotations
+
+import math
+
+from symgrad.creation import normal
+from symgrad.dtypes import Size
+from symgrad.grad_mode import no_grad
+
+from symgrad.distributions import constraints
+from symgrad.distributions.distribution import Distribution
+from symgrad.distributions.utils import NUMBER, broadcast_all, standard_normal
+
+__all__ = ["Normal"]
+
+
+class Normal(Distribution):
+    """Mean ``loc``, standard deviation ``scale``; a batch of them when either is a tensor."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        numbers = isinstance(loc, NUMBER) and isinstance(scale, NUMBER)
+        super().__init__(() if numbers else self.loc.size(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._expanded(Normal, batch_shape, _instance=_instance)
+        new.loc, new.scale = self.loc.expand(Size(batch_shape)), self.scale.expand(Size(batch_shape))
+        return new
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def stddev(self):
+        return self.scale
+
+    @property
+    def variance(self):
+        return self.stddev.pow(2)
+
+    def sample(self, sample_shape=()):
+        """``normal(loc, scale)`` over the whole sample: PyTorch's draws, scaled then shifted."""
+        shape = self._extended_shape(sample_shape)
+        with no_grad():
+            return normal(self.loc.expand(shape), self.scale.expand(shape))
+
+    def rsample(self, sample_shape=()):
+        eps = standard_normal(self._extended_shape(sample_shape), self.loc.dtype)
+        return self.loc + eps * self.scale
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return -((value - self.loc) ** 2) / (2 * self.scale ** 2) - self.scale.log() - math.log(math.sqrt(2 * math.pi))
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return 0.5 * (1 + ((value - self.loc) * self.scale.reciprocal() / math.sqrt(2)).erf())
+
+    def icdf(self, value):
+        return self.loc + self.scale * (2 * value - 1).erfinv() * math.sqrt(2)
+
+    def entropy(self):
+        return 0.5 + 0.5 * math.log(2 * math.pi) + self.scale.log()
