@@ -362,6 +362,8 @@ def apply(op, *args, attrs: tuple = ()) -> Tensor:
     else:
         nodes = tuple([a._node if a.__class__ is Tensor else as_node(a) for a in args])
     node = record(op, nodes, attrs)
+    if dual_ops:  # a forward-AD dual level is open: symgrad.autograd.forward_ad records the op on duals' shadows
+        dual_ops[0](op, nodes, attrs, node)
     if op.view:  # traced as any op (symgrad.cycles): a write to the view or to its base is not
         if cycle is not None and not cycle.broken:
             cycle.recorded(op, args, nodes, attrs, node)
@@ -374,6 +376,7 @@ def apply(op, *args, attrs: tuple = ()) -> Tensor:
 
 
 _inference_made = [False]  # until an inference tensor exists, recording asks nothing of its inputs
+dual_ops: list = []  # while a dual level is open, symgrad.autograd.forward_ad's recorder
 
 
 def _refuse_saved_inference(node, args) -> None:

@@ -1,6 +1,6 @@
 """``torch.autograd``: ``backward`` and ``grad`` as functions, custom ``Function``s, ``functional``, the
 checks under PyTorch's names, anomaly detection and the old ``Variable``."""
-from symgrad.autograd import function, functional
+from symgrad.autograd import forward_ad, function, functional
 from symgrad.autograd.anomaly import detect_anomaly, set_detect_anomaly
 from symgrad.autograd.function import Function
 from symgrad.autograd.gradients import backward, grad
