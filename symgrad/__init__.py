@@ -40,6 +40,8 @@ from symgrad.random import (Generator, default_generator, get_rng_state, initial
                             manual_seed, seed, set_rng_state)
 from symgrad.compiled import grad, value_and_grad  # noqa: E402
 from symgrad import func  # noqa: E402  (torch.func, built on value_and_grad)
+from symgrad.func import vmap  # noqa: E402  (torch.vmap)
+from symgrad.compiling import compile  # noqa: E402  (torch.compile)
 from symgrad.serialization import save  # noqa: E402
 from symgrad.export_artifact import load  # noqa: E402  (a checkpoint, or an exported gradient's directory)
 from symgrad.exporting import spec  # noqa: E402
@@ -51,6 +53,7 @@ from symgrad.nn.functional import cosine_similarity, pairwise_distance  # noqa: 
 
 _publish(globals(), nn.functional)  # torch.exp, torch.nn.functional.relu, Tensor.exp ... from the op registry
 from symgrad import special  # noqa: E402  (torch.special)
+from symgrad import distributions  # noqa: E402  (torch.distributions)
 
 float = float32
 double = float64

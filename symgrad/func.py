@@ -26,7 +26,8 @@ from symgrad.nodes import leaf
 from symgrad.ops.shape import stack
 from symgrad.tensor import Tensor
 
-__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call"]
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call",
+           "stack_module_state"]
 
 
 # ------------------------------------------------------------------ argument trees
@@ -410,6 +411,32 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     finally:
         for table, key, value in reversed(saved):
             table[key] = value
+
+
+def stack_module_state(models) -> tuple:
+    """``(params, buffers)``: each parameter and buffer of the same-class ``models`` stacked along a
+    new first axis, by name, for ``vmap`` over ``functional_call`` (model ensembling).  Stacked
+    parameters are new leaves that require grad (an optimizer can take them)."""
+    if len(models) == 0:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if len({m.training for m in models}) > 1:
+        raise RuntimeError("stack_module_state: Expected all models to have the same training/eval mode.")
+    if any(type(m) is not type(models[0]) for m in models):
+        raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
+    return (_stacked([dict(m.named_parameters()) for m in models]),
+            _stacked([dict(m.named_buffers()) for m in models]))
+
+
+def _stacked(tables: list) -> dict:
+    return {name: _stacked_leaf([table[name] for table in tables], name) for name in tables[0]}
+
+
+def _stacked_leaf(tensors, name: str):
+    wanting = {t.requires_grad for t in tensors}
+    if len(wanting) > 1:
+        raise RuntimeError(f"Expected {name} from each model to have the same .requires_grad")
+    result = stack(tensors)
+    return result.detach().requires_grad_() if wanting == {True} else result
 
 
 def _named_slots(module, table_name: str):

@@ -32,6 +32,11 @@ from symgrad.nn.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, Cr
                              SmoothL1Loss, SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss)
 from symgrad.nn.loss import CTCLoss
 from symgrad.nn.module import Module, Parameter
+from symgrad.nn import parameter
+from symgrad.nn.parameter import UninitializedBuffer, UninitializedParameter
+from symgrad.nn.lazy import (LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d, LazyConv2d, LazyConv3d,
+                             LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d, LazyInstanceNorm1d,
+                             LazyInstanceNorm2d, LazyInstanceNorm3d, LazyLinear)
 from symgrad.nn.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from symgrad.nn.unpooling import MaxUnpool1d, MaxUnpool2d, MaxUnpool3d
 from symgrad.nn.transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
@@ -62,4 +67,7 @@ __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "
            "Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
            "TransformerDecoderLayer",
            "ParameterList", "ParameterDict", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
-           "FeatureAlphaDropout", "LPPool1d", "LPPool2d", "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
+           "FeatureAlphaDropout", "LPPool1d", "LPPool2d", "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+           "parameter", "UninitializedParameter", "UninitializedBuffer", "LazyLinear", "LazyConv1d", "LazyConv2d",
+           "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyBatchNorm1d",
+           "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d"]

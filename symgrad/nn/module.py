@@ -308,18 +308,24 @@ class Module:
             destination._metadata = OrderedDict()
         for module_prefix, module in self.named_modules(prefix=prefix.rstrip(".")):
             destination._metadata[module_prefix] = {"version": module._version}
-            dot = module_prefix + "." if module_prefix else ""
-            for name, value in module._parameters.items():
-                if value is not None:
-                    destination[dot + name] = value if keep_vars else value.detach()
-            for name, value in module._buffers.items():
-                if value is not None and name not in module._non_persistent:
-                    destination[dot + name] = value if keep_vars else value.detach()
+            module._save_to_state_dict(destination, module_prefix + "." if module_prefix else "", keep_vars)
         return destination
+
+    def _save_to_state_dict(self, destination, prefix: str, keep_vars: bool) -> None:
+        """This module's own parameters and persistent buffers into ``destination`` (PyTorch's hook
+        for a module that saves its state otherwise, as a lazy module does)."""
+        for name, value in self._parameters.items():
+            if value is not None:
+                destination[prefix + name] = value if keep_vars else value.detach()
+        for name, value in self._buffers.items():
+            if value is not None and name not in self._non_persistent:
+                destination[prefix + name] = value if keep_vars else value.detach()
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """Copy values in by name.  Every check runs before anything is copied, so a refused
         dict leaves the module as it was (PyTorch's errors, all listed at once)."""
+        for name, module in self.named_modules():
+            module._prepare_to_load(state_dict, name + "." if name else "")
         own = self.state_dict(keep_vars=True)
         versions = getattr(state_dict, "_metadata", None) or {}
         older = {key for name, module in self.named_modules()
@@ -349,6 +355,10 @@ class Module:
                 if key in state_dict:
                     _load_one(self, key, target, state_dict[key], assign)
         return _IncompatibleKeys(missing, unexpected)
+
+    def _prepare_to_load(self, state_dict, prefix: str) -> None:
+        """What this module does before ``state_dict`` is loaded (PyTorch's load pre-hook): nothing,
+        unless it is lazy (it then takes the dict's shapes)."""
 
     def _missing_from_older_layout(self, prefix: str, version) -> tuple:
         """Keys a state_dict of an older layout ``version`` (None: a dict without ``_metadata``)

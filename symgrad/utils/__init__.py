@@ -1,2 +1,2 @@
-"""``torch.utils``: the data loading of ``torch.utils.data``."""
-from symgrad.utils import data  # noqa: F401
+"""``torch.utils``: the data loading of ``torch.utils.data`` and ``torch.utils.checkpoint``."""
+from symgrad.utils import checkpoint, data  # noqa: F401
