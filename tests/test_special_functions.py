@@ -198,6 +198,15 @@ def test_zeta_at_its_poles_and_its_gradient_in_q(torch, dtype):
     _assert_same(ours.detach().numpy(), theirs.detach().numpy(), dtype, "zeta of a number q")
 
 
+def test_zeta_of_an_empty_tensor_is_empty(torch):
+    """Was: its loop's bound, a max over the shifts, raised on no elements (random-programs fuzzer)."""
+    for lib in (symgrad, torch):
+        q = lib.zeros(2, 0, requires_grad=True)
+        out = lib.special.zeta(2.0, q)
+        out.sum().backward()
+        assert tuple(out.shape) == (2, 0) and tuple(q.grad.shape) == (2, 0)
+
+
 def test_ldexp_by_integer_exponents_and_pytorchs_integer_gradient(torch):
     """x 2^e exactly (inf where it overflows the dtype); the gradient in x is PyTorch's pow(2, e) in
     e's integer dtype: 0 below 0 and from the width on, the sign bit at width - 1."""

@@ -137,7 +137,7 @@ def _zeta_code() -> str:
     overflow (0 * inf; JAX's 0 there too)."""
     overflowing = 25256835601046.0
     shifts = "{where}((q < 0) & (q > -1048576.0), {ceil}(9 - q), 0.0)"
-    below = ("{while_loop}(lambda c: c[0] < {max}(m), lambda c: [c[0] + 1, c[1] + {where}(c[0] < m, "
+    below = ("{while_loop}(lambda c: c[0] < {max}(m, initial=0.0), lambda c: [c[0] + 1, c[1] + {where}(c[0] < m, "
              "{power}(q + c[0], -x), 0.0)], [0.0, {zeros_like}(q * x)])[1]")
     summed = f"(lambda m: {below} + {{zeta}}(x, q + m))({shifts})"
     huge = f"{{where}}(q < 1, {{inf}}, {{where}}(q == 1, 1.0, {{where}}(x >= {overflowing}, {{nan}}, 0.0)))"
