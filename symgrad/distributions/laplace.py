@@ -2,39 +2,14 @@
 from __future__ import annotations
 
 from symgrad.creation import empty
-from symgrad.dtypes import Size
-
-from symgrad.distributions import constraints
-from symgrad.distributions.distribution import Distribution
-from symgrad.distributions.utils import NUMBER, broadcast_all, finfo
+from symgrad.distributions.location_scale import LocationScale
+from symgrad.distributions.utils import finfo
 
 __all__ = ["Laplace"]
 
 
-class Laplace(Distribution):
+class Laplace(LocationScale):
     """Density ``exp(-|x - loc| / scale) / (2 scale)``."""
-
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        numbers = isinstance(loc, NUMBER) and isinstance(scale, NUMBER)
-        super().__init__(() if numbers else self.loc.size(), validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = self._expanded(Laplace, batch_shape, _instance=_instance)
-        new.loc, new.scale = self.loc.expand(Size(batch_shape)), self.scale.expand(Size(batch_shape))
-        return new
-
-    @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
 
     @property
     def variance(self):

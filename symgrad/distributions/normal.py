@@ -4,40 +4,15 @@ from __future__ import annotations
 import math
 
 from symgrad.creation import normal
-from symgrad.dtypes import Size
 from symgrad.grad_mode import no_grad
-
-from symgrad.distributions import constraints
-from symgrad.distributions.distribution import Distribution
-from symgrad.distributions.utils import NUMBER, broadcast_all, standard_normal
+from symgrad.distributions.location_scale import LocationScale
+from symgrad.distributions.utils import standard_normal
 
 __all__ = ["Normal"]
 
 
-class Normal(Distribution):
+class Normal(LocationScale):
     """Mean ``loc``, standard deviation ``scale``; a batch of them when either is a tensor."""
-
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        numbers = isinstance(loc, NUMBER) and isinstance(scale, NUMBER)
-        super().__init__(() if numbers else self.loc.size(), validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = self._expanded(Normal, batch_shape, _instance=_instance)
-        new.loc, new.scale = self.loc.expand(Size(batch_shape)), self.scale.expand(Size(batch_shape))
-        return new
-
-    @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
 
     @property
     def stddev(self):
