@@ -59,6 +59,18 @@ def _infer(nodes, stride, padding, output_padding, dilation, groups):
                                                       dilation)), x.dtype
 
 
+def _refuse_bias_dtype(dtype, bias_dtype, dims: int, groups: int) -> None:
+    """A bias of another dtype, where PyTorch's CPU kernels refuse it: its oneDNN path (float32 in groups)
+    and its 3-D kernel; its 1-D and 2-D kernels otherwise read it in the input's dtype, as symgrad does."""
+    if dtype is dtypes.float32 and groups > 1:
+        raise RuntimeError(f"Input type (torch.{dtypes.torch_name(dtype).capitalize()}Tensor) and bias type "
+                           f"(torch.{dtypes.torch_name(bias_dtype).capitalize()}Tensor) should be the same or "
+                           "input should be a MKLDNN tensor and bias is a dense tensor")
+    if dims == 3:
+        raise RuntimeError(f"expected scalar type {dtypes.torch_name(dtype).capitalize()} but found "
+                           f"{dtypes.torch_name(bias_dtype).capitalize()}")
+
+
 def _checked_sizes(spatial, window, stride, padding, output_padding, dilation):
     """The output's spatial sizes, after the checks PyTorch's kernel makes (with its wording)."""
     one = (1,) if len(spatial) == 1 else ()  # what PyTorch's 2-D kernel sees of a 1-D call
@@ -160,7 +172,8 @@ def _conv_transpose(n, input, weight, bias, stride, padding, output_padding, gro
     attrs = (stride, padding, output_padding, dilation, int(groups))
     if bias is None:
         return apply(CONV_TRANSPOSE, input, weight, attrs=attrs)
-    if bias.dtype is not input.dtype:  # PyTorch's kernel reads the bias in the input's type
+    if bias.dtype is not input.dtype:
+        _refuse_bias_dtype(input.dtype, bias.dtype, n, groups)
         bias = bias.to(input.dtype)
     return apply(CONV_TRANSPOSE_BIAS, input, weight, bias, attrs=attrs)
 
