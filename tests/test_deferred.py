@@ -299,7 +299,8 @@ def test_a_deferred_loop_leaves_nothing_for_the_cycle_collector():
     (a cycle left per chain made the collector sweep the whole heap every few thousand steps)."""
     import gc
 
-    _seed_loop(symgrad, 100)  # compiles (tracing leaves cyclic garbage of its own)
+    for _ in range(2):  # compiles (tracing leaves cyclic garbage of its own): the step, then the scans of
+        _seed_loop(symgrad, 100)  # its replayed chains, some begun only in the second loop (a loaded machine)
     codegen.finish_compiles()  # and so do compiles in threads, this test's or an earlier one's
     enabled = gc.isenabled()
     gc.disable()
