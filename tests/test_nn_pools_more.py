@@ -152,3 +152,42 @@ def test_adaptive_max_pool_inside_a_compiled_gradient(torch):
         theirs = torch.tensor(x, requires_grad=True)
         loss(torch, theirs).backward()
         np.testing.assert_array_equal(grad.detach().numpy(), theirs.grad.numpy())
+
+
+INTEGER_POOLS = {  # PyTorch's CPU kernels: max pools of every integer type, average pools of int64 (truncating)
+    "max_pool2d int64": (lambda T, x: F(T).max_pool2d(x, 2, 1, 1), "int64"),
+    "max_pool2d int32 with indices": (lambda T, x: F(T).max_pool2d(x, 3, 2, 1, ceil_mode=True, return_indices=True),
+                                      "int32"),
+    "max_pool3d int64": (lambda T, x: F(T).max_pool3d(x.unsqueeze(2), 2, 1, 1), "int64"),
+    "avg_pool2d int64": (lambda T, x: F(T).avg_pool2d(-x, 3, 1, 1), "int64"),
+    "avg_pool2d int64 not counting padding": (lambda T, x: F(T).avg_pool2d(x, 3, 2, 1, ceil_mode=True,
+                                                                           count_include_pad=False), "int64"),
+    "avg_pool2d int64 divisor": (lambda T, x: F(T).avg_pool2d(-x, 2, divisor_override=3), "int64"),
+    "avg_pool1d int64": (lambda T, x: F(T).avg_pool1d(x.flatten(2), 3, 2, 1), "int64"),
+    "avg_pool3d int64": (lambda T, x: F(T).avg_pool3d(x.unsqueeze(0), 2), "int64"),
+    "local_response_norm int64": (lambda T, x: F(T).local_response_norm(x, 2), "int64"),
+}
+
+
+@pytest.mark.parametrize("name", list(INTEGER_POOLS))
+def test_pools_of_integers_are_pytorchs(torch, name):
+    """Were refused (the float-only check of every pool)."""
+    fn, dtype = INTEGER_POOLS[name]
+    values = (np.arange(50).reshape(1, 2, 5, 5) * 7 % 11 - 5)
+    ours, theirs = (fn(T, T.tensor(values, dtype=getattr(T, dtype))) for T in (symgrad, torch))
+    for a, b in zip(*((r,) if not isinstance(r, tuple) else r for r in (ours, theirs))):
+        assert str(a.dtype) == str(b.dtype)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-7)
+
+
+INTEGER_POOL_ERRORS = {
+    "avg_pool2d int32": lambda T: F(T).avg_pool2d(T.ones(1, 1, 4, 4, dtype=T.int32), 2),
+    "avg_pool3d int32": lambda T: F(T).avg_pool3d(T.ones(1, 1, 2, 2, 2, dtype=T.int32), 2),
+    "max_pool2d bool": lambda T: F(T).max_pool2d(T.ones(1, 1, 4, 4, dtype=T.bool), 2),
+    "max_pool1d int64": lambda T: F(T).max_pool1d(T.ones(1, 1, 4, dtype=T.int64), 2),
+}
+
+
+@pytest.mark.parametrize("name", list(INTEGER_POOL_ERRORS))
+def test_pools_refuse_the_integers_pytorch_refuses(torch, name):
+    assert_raises_as_pytorch(INTEGER_POOL_ERRORS[name], torch, symgrad)

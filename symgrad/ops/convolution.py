@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +18,8 @@ import sympy as sp
 from symgrad import dtypes
 from symgrad.grad_mode import is_grad_enabled, no_grad
 from symgrad import ir
+from symgrad.ir import functions as F
+from symgrad.ir import ieee
 from symgrad.ir.linalg import ArgmaxMask, Conv, Pad, Patches, WindowMax, conv_output_size, dilated, emit
 from symgrad.nodes import leaf
 from symgrad.ops.reductions import mean_over
@@ -249,13 +252,26 @@ def _infer_avg_pool(nodes, kernel, stride, padding, ceil_mode, count_include_pad
 def _infer_pool(name, nodes, kernel, stride, padding, dilation, ceil_mode):
     (x,) = nodes
     n = len(kernel)
-    if not x.dtype.is_floating_point:
-        raise ValueError(f'"{name}" not implemented for \'{dtypes.torch_name(x.dtype).capitalize()}\'')
+    _refuse_pool_dtype(name, x.dtype)
     out, _ = _pool_geometry(x.shape[-n:], kernel, stride, padding, dilation, ceil_mode)
     if min(out) < 1:
         raise ValueError(f"Given input size: ({'x'.join(map(str, x.shape[-n - 1:]))}). Calculated output size: "
                          f"({x.shape[-n - 1]}x{'x'.join(map(str, out))}). Output size is too small")
     return (*x.shape[:-n], *out), x.dtype
+
+
+def _refuse_pool_dtype(name, dtype) -> None:
+    """PyTorch's CPU kernels: max pools take every number type, average pools floats and int64 (which
+    they divide truncating)."""
+    if dtype.is_floating_point or (dtype is not dtypes.bool_ if name.startswith("max") else dtype is dtypes.int64):
+        return
+    kernel = "avg_pool3d_out_frame" if name == "avg_pool3d" else name
+    raise NotImplementedError(f'"{kernel}" not implemented for \'{dtypes.torch_name(dtype).capitalize()}\'')
+
+
+def _lowest(dtype):
+    """What a max pool pads with: below every value of ``dtype``."""
+    return sp.S.NegativeInfinity if dtype.is_floating_point else sp.Integer(int(np.iinfo(dtype.numpy).min))
 
 
 def _patches(p, x, spatial, kernel, stride, padding, dilation, ceil_mode, value):
@@ -267,7 +283,7 @@ def _patches(p, x, spatial, kernel, stride, padding, dilation, ceil_mode, value)
 
 def _build_max_pool(p, node, x):
     x_node, n = node.inputs[0], len(node.attrs[0])
-    patches = _patches(p, x, x_node.shape[-n:], *node.attrs, sp.S.NegativeInfinity)
+    patches = _patches(p, x, x_node.shape[-n:], *node.attrs, _lowest(x_node.dtype))
     return emit(p, WindowMax, patches, sp.Integer(len(x_node.shape) - n), hint="max_pool")
 
 
@@ -302,7 +318,7 @@ def _build_max_pool_indices(p, node, x, positions):
     (ir.linalg.ArgmaxMask, the rule of the gradient) selecting from the windows of the positions."""
     x_node, n = node.inputs[0], len(node.attrs[0])
     axis = sp.Integer(len(x_node.shape) - n)
-    picked = emit(p, ArgmaxMask, _patches(p, x, x_node.shape[-n:], *node.attrs, sp.S.NegativeInfinity), axis,
+    picked = emit(p, ArgmaxMask, _patches(p, x, x_node.shape[-n:], *node.attrs, _lowest(x_node.dtype)), axis,
                   hint="picked")
     windows = _patches(p, positions, x_node.shape[-n:], *node.attrs, sp.S.Zero)
     return picked_positions(p, picked, windows, int(axis))
@@ -375,17 +391,18 @@ def _build_avg_pool(p, node, x):
     spatial, ones = x_node.shape[-n:], (1,) * n
     patches = _patches(p, x, spatial, kernel, stride, padding, ones, ceil_mode, sp.S.Zero)
     total = p.reduce_sum(patches, (len(x_node.shape) - n,), False)
+    quotient = (lambda a, b: a / b) if node.dtype.is_floating_point else partial(ieee.unevaluated, F.trunc_divide)
     if divisor_override:
-        return p.assign(total / divisor_override, node.shape, dtype, "avg_pool")
+        return p.assign(quotient(total, divisor_override), node.shape, dtype, "avg_pool")
     counts = _divisor(spatial, kernel, stride, padding, ceil_mode, count_include_pad)
     if np.all(counts == counts.flat[0]):
-        return p.assign(total / int(counts.flat[0]), node.shape, dtype, "avg_pool")
+        return p.assign(quotient(total, sp.Integer(int(counts.flat[0]))), node.shape, dtype, "avg_pool")
     # windows of several sizes: count them as windows of ones (the padding counted, or not)
     area = tuple(m + 2 * q for m, q in zip(spatial, padding)) if count_include_pad else spatial
     covered = _patches(p, p.materialize(sp.S.One, area, dtype), area, kernel, stride,
                        (0,) * n if count_include_pad else padding, ones, ceil_mode, sp.S.Zero)
     count = p.reduce_sum(covered, (0,), False)
-    return p.assign(total / count, node.shape, dtype, "avg_pool")
+    return p.assign(quotient(total, count), node.shape, dtype, "avg_pool")
 
 
 def _reference_avg_pool(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
