@@ -370,8 +370,6 @@ def saves_input(node, position: int) -> bool:
         return position < len(factors) and any(n.requires_grad for k, n in enumerate(factors) if k != position)
     if op.name == "ldexp":  # x's gradient reads the exponent, the exponent's the result
         return position == 1
-    if op.name == "rdiv":  # number / x is PyTorch's reciprocal(x) * number: the reciprocal keeps its result
-        return False
     if op.name == "div":
         return inputs[1].requires_grad or (position == 1 and inputs[0].requires_grad)
     if op.name == "remainder":  # x % number: the gradient is the cotangent; x % y reads both for y's

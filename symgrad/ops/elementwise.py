@@ -156,9 +156,6 @@ MUL = elementwise("mul", "MulBackward0", lambda a, b: a * b, reference=jnp.multi
                   torch_fn=lambda t, a, b: t.mul(a, b))
 DIV = elementwise("div", "DivBackward0", lambda a, b: a / b, float_result=True, reference=jnp.true_divide,
                   torch_fn=lambda t, a, b: t.div(a, b), domain=("real", "nonzero"))
-RDIV = elementwise("rdiv", "MulBackward0", lambda a, b: b / a, float_result=True,
-                   reference=lambda a, b: b / a, torch_fn=lambda t, a, b: b / a, domain=("nonzero", "real"),
-                   examples=REFLECTED, names=Names(method=("__rtruediv__",)))
 def _infer_pow(nodes):
     base, exponent = nodes
     if not base.dtype.is_floating_point and not exponent.dtype.is_floating_point and exponent.op is CONST and exponent.attrs[0] < 0:
