@@ -315,12 +315,13 @@ def _the_write(node, new) -> bool:
 
 # PyTorch's backward formulas that read their result, not their input (derivatives.yaml)
 SAVES_RESULT = frozenset({"exp", "exp2", "expm1", "sigmoid", "tan", "tanh", "relu", "sqrt", "rsqrt", "reciprocal",
-                          "softmax", "log_softmax", "cholesky", "inv", "eigh", "svd", "special_ndtri",
+                          "softmax", "log_softmax", "cholesky", "inv", "eigh", "svd", "special_ndtri", "lu_factor",
                           "rrelu_", "rrelu_with_noise_"})  # rrelu_'s in-place twins (RreluWithNoiseBackward1)
 # ...that read their result and their input
 SAVES_BOTH = frozenset({"max", "min", "cumprod", "prod", "logsumexp", "vector_norm", "cdist", "copysign", "det", "dist",
                         "special_i0e", "special_i1", "special_i1e", "special_erfcx", "special_log_ndtr", "ldexp",
-                        "hypot", "logcumsumexp", "matrix_norm", "median", "solve", "solve_triangular"})
+                        "hypot", "logcumsumexp", "matrix_norm", "median", "solve", "solve_triangular", "pinv",
+                        "triangular_solve", "householder_product", "lstsq"})
 # ...that keep their index or mask (an integer or bool input) to send the gradient back
 INDEXED = frozenset({"take", "gather", "scatter", "index_select", "index_fill", "masked_fill", "masked_select", "put",
                      "embedding", "where", "put_at", "masked_scatter"})
@@ -331,6 +332,8 @@ SAVES_NOTHING = frozenset({"floor", "ceil", "round", "round_decimals", "trunc", 
                            "cumsum", "div_scalar"})
 # ...and those that read an input only for another input's gradient
 PRODUCTS = frozenset({"mul", "matmul", "bmm", "linear", "einsum", "cross"})
+# ...and those that add a product of the other two to their first input, which they never read
+SCALED_PRODUCTS = frozenset({"addmm", "baddbmm", "addbmm", "addmv", "addr", "addcmul", "addcdiv"})
 
 
 def keeps_tensors(node) -> bool:
@@ -368,6 +371,9 @@ def saves_input(node, position: int) -> bool:
     if op.name in PRODUCTS:  # linear's bias is no factor: it is never read
         factors = inputs[:2] if op.name == "linear" else inputs
         return position < len(factors) and any(n.requires_grad for k, n in enumerate(factors) if k != position)
+    if op.name in SCALED_PRODUCTS and position in (0, 1, 2):  # a divisor is read for its own gradient too
+        return position > 0 and (inputs[3 - position].requires_grad
+                                 or op.name == "addcdiv" and position == 2 and inputs[2].requires_grad)
     if op.name == "ldexp":  # x's gradient reads the exponent, the exponent's the result
         return position == 1
     if op.name == "div":

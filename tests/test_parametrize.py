@@ -239,11 +239,6 @@ def test_orthogonal_by_the_cayley_map(torch):
     _agree(_cayley(symgrad), _cayley(torch))
 
 
-def test_orthogonal_maps_symgrad_lacks_say_so():
-    with pytest.raises(NotImplementedError, match="matrix_exp"):
-        symgrad.nn.utils.parametrizations.orthogonal(symgrad.nn.Linear(2, 2))
-
-
 # ------------------------------------------------------------------ the deprecated hook-based versions
 
 def _deprecated(T):

@@ -746,3 +746,29 @@ def test_an_empty_expanded_view_is_written_as_pytorch_writes_it(torch):
         return tuple(view.shape), loss.item(), base.grad.numpy().shape
 
     assert run(symgrad) == run(torch)
+
+
+SCALED_PRODUCTS = {"addmm": ((3, 5), (3, 4), (4, 5)), "addbmm": ((3, 5), (2, 3, 4), (2, 4, 5)),
+                   "baddbmm": ((2, 3, 5), (2, 3, 4), (2, 4, 5)), "addmv": ((3,), (3, 4), (4,)),
+                   "addr": ((3, 4), (3,), (4,)), "addcmul": ((3,), (3,), (3,)), "addcdiv": ((3,), (3,), (3,))}
+
+
+@pytest.mark.parametrize("name", list(SCALED_PRODUCTS))
+def test_an_added_products_input_written_after_the_call_is_not_refused(torch, name):
+    """``input + a @ b`` never reads ``input`` again, and reads a factor only for the other's gradient
+    (addcdiv its divisor for its own too); the input written was refused (random-programs fuzzer)."""
+    def refusals(T):
+        found = []
+        for wanting in ((False, True, True), (False, True, False), (False, False, True), (True, True, True)):
+            for position in range(3):
+                operands = [T.ones(shape, requires_grad=w) * 1 for shape, w in zip(SCALED_PRODUCTS[name], wanting)]
+                out = getattr(T, name)(*operands)
+                operands[position].add_(1)
+                try:
+                    out.sum().backward()
+                    found.append(False)
+                except RuntimeError:
+                    found.append(True)
+        return found
+
+    assert refusals(symgrad) == refusals(torch)

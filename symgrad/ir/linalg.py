@@ -718,3 +718,180 @@ class Svd(_Factor):
                 projected = _mm(p, p.matmul(scaled, p.swap_last(Vh)), Vh)
                 return [(A, p.matmul(U, _elementwise(p, p.matmul(inner, Vh) + scaled - projected, "svd_grad")))]
         return [(A, _mm(p, U, inner, Vh))]
+
+
+class MatrixExp(_Head):
+    """``exp(A)`` of each matrix; its VJP is the upper-right block of ``exp([[A^T, G], [0, A^T]])``
+    (the Fréchet derivative read off a block matrix, as PyTorch's backward computes it), so
+    gradients of gradients are matrix exponentials again.  Half precision runs in float32."""
+
+    display = "matrix_exp"
+    arity = 1
+
+    def shape(self, shape_of):
+        return shape_of(self.args[0])
+
+    def _jax_source(self, printer):
+        x = printer._print(self.args[0])
+        return (f"(jax.scipy.linalg.expm({x}.astype(jnp.float32)).astype({x}.dtype) if {x}.dtype == jnp.float16 "
+                f"else jax.scipy.linalg.expm({x}))")
+
+    def vjp(self, p, g, out):
+        A = self.args[0]
+        shape, dtype = p.shape_of(A), p.dtype_of(A)
+        *batch, n, _ = shape
+        last, A_t = len(shape) - 1, p.swap_last(A)
+        top = p.concatenate([A_t, _cotangent(p, g, out)], last, (*batch, n, 2 * n), dtype)
+        bottom = p.concatenate([p.materialize(sp.S.Zero, shape, dtype), A_t], last, (*batch, n, 2 * n), dtype)
+        block = emit(p, MatrixExp, p.concatenate([top, bottom], last - 1, (*batch, 2 * n, 2 * n), dtype),
+                     hint="matrix_exp")
+        return [(A, _columns(p, _rows(p, block, 0, n), n, 2 * n))]
+
+
+class CholeskySolve(_Head):
+    """X with ``A X = B``, A given by its Cholesky factor (``args[2]``: the upper factor U, A = U^T U;
+    else the lower L, A = L L^T), two triangular solves.  Its VJP treats the whole factor as
+    forming A (PyTorch's): ``gB`` is the same solve of the cotangent, ``gL = -(C + C^T) L`` (or
+    ``-U (C + C^T)``) with ``C = gB X^T``."""
+
+    display = "cholesky_solve"
+    arity = 2
+
+    def shape(self, shape_of):
+        return shape_of(self.args[1])
+
+    def _jax_source(self, printer):
+        L, B, upper = printer._print(self.args[0]), printer._print(self.args[1]), bool(self.args[2])
+        first = (f"jax.lax.linalg.triangular_solve({L}, {B}, left_side=True, lower={not upper}, "
+                 f"transpose_a={upper})")
+        return (f"jax.lax.linalg.triangular_solve({L}, {first}, left_side=True, lower={not upper}, "
+                f"transpose_a={not upper})")
+
+    def vjp(self, p, g, out):
+        L, B, upper = self.args
+        grad_b = emit(p, CholeskySolve, L, _cotangent(p, g, out), upper, hint="cholesky_solve_grad")
+        C = p.matmul(grad_b, p.swap_last(out))
+        symmetric = _elementwise(p, C + p.swap_last(C), "cholesky_solve_sym")
+        grad_l = p.matmul(L, symmetric) if upper else p.matmul(symmetric, L)
+        return [(B, grad_b), (L, _elementwise(p, -grad_l, "cholesky_solve_grad"))]
+
+
+class Pinv(_Head):
+    """The pseudo-inverse ``V diag(1/s) U^T`` keeping singular values (eigenvalues' magnitudes when
+    ``args[3]``, hermitian) above ``max(atol, rtol * largest)`` (``args[1]``, ``args[2]``).  Its VJP
+    (constant rank, P the result): ``-P^T G P^T + (I - A P) G^T P P^T + P^T P G^T (I - P A)``."""
+
+    display = "pinv"
+    arity = 1
+
+    def shape(self, shape_of):
+        *batch, m, n = shape_of(self.args[0])
+        return (*batch, n, m)
+
+    def _jax_source(self, printer):
+        A, atol, rtol = printer._print(self.args[0]), float(self.args[1]), float(self.args[2])
+        hermitian = bool(self.args[3])
+        if hermitian:
+            eigh = f"jnp.linalg.eigh({A}, symmetrize_input=False)"
+            parts = f"(lambda w, v: (v, jnp.abs(w), v.mT * jnp.sign(w)[..., None]))(*{eigh})"
+        else:
+            parts = f"jnp.linalg.svd({A}, full_matrices=False)"
+        cutoff = f"jnp.maximum({atol}, {rtol} * s.max(-1, initial=0, keepdims=True))"
+        kept = f"(lambda u, s, vh: (vh.mT * jnp.where(s > {cutoff}, 1 / s, 0)[..., None, :]) @ u.mT)"
+        return f"{kept}(*{parts})"
+
+    def vjp(self, p, g, out):
+        A = self.args[0]
+        g, P_t = _cotangent(p, g, out), p.swap_last(out)
+        g_t = p.swap_last(g)
+        m, n = p.shape_of(A)[-2:]
+        dtype = p.dtype_of(A)
+        eye = lambda k: diag_embed(p, p.materialize(sp.S.One, (k,), dtype), 0, k, k)  # noqa: E731
+        left = _elementwise(p, eye(m) - p.matmul(A, out), "pinv_left")
+        right = _elementwise(p, eye(n) - p.matmul(out, A), "pinv_right")
+        terms = (-_mm(p, P_t, g, P_t), _mm(p, left, g_t, out, P_t), _mm(p, P_t, out, g_t, right))
+        return [(A, _elementwise(p, terms[0] + terms[1] + terms[2], "pinv_grad"))]
+
+
+def householder_product(p, A, tau, shape, dtype):
+    """``H_1 ... H_k`` times the first n columns of the identity, ``H_i = I - tau_i v_i v_i^T`` with
+    v_i column i of A below the diagonal and 1 on it: applied right to left, each a rank-one update,
+    so the gradient is reverse mode through these products."""
+    *batch, m, n = shape
+    identity = diag_embed(p, p.materialize(sp.S.One, (n,), dtype), 0, m, n)
+    V = _elementwise(p, triangle(p, A, -1, False) + identity, "householder_vectors")
+    Q = p.materialize(p.broadcast_to(identity, tuple(shape)), tuple(shape), dtype)
+    for i in reversed(range(p.shape_of(tau)[-1])):
+        v = _columns(p, V, i, i + 1)
+        scale = p.reshape(_columns(p, tau, i, i + 1), (*batch, 1, 1))
+        Q = _elementwise(p, Q - scale * p.matmul(v, p.matmul(p.swap_last(v), Q)), "reflected")
+    return Q
+
+
+class Lu(_Factor):
+    """LU with partial pivoting, ``A = P L U``: part 0 the packed factors (L's unit diagonal
+    implied), part 1 LAPACK's 1-based int32 pivots, part 2 P.  The VJP of the packed factors
+    (square A, PyTorch's ``linalg_lu_backward``): ``P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T``."""
+
+    display = "lu"
+
+    def shape(self, shape_of):
+        *batch, m, n = shape_of(self.args[0])
+        return [(*batch, m, n), (*batch, min(m, n)), (*batch, m, m)][self.part]
+
+    def dtype(self, dtype_of):
+        return "int32" if self.part == 1 else dtype_of(self.args[0])
+
+    def _jax_source(self, printer):
+        A = printer._print(self.args[0])
+        if self.part == 0:
+            return f"jax.lax.linalg.lu({A})[0]"
+        if self.part == 1:
+            return f"jax.lax.linalg.lu({A})[1] + 1"
+        return f"jnp.swapaxes(jax.nn.one_hot(jax.lax.linalg.lu({A})[2], {A}.shape[-2], dtype={A}.dtype), -1, -2)"
+
+    def vjp(self, p, g, out):
+        if self.part != 0:
+            return []
+        A = self.args[0]
+        m, n = p.shape_of(A)[-2:]
+        if m != n:
+            raise NotImplementedError("symgrad differentiates the LU factorization of square matrices only")
+        g = _cotangent(p, g, out)
+        L, U = unit_lower(p, out), triangle(p, out, 0, True)
+        phi = _elementwise(p, triangle(p, p.matmul(p.swap_last(L), triangle(p, g, -1, False)), -1, False)
+                           + triangle(p, p.matmul(triangle(p, g, 0, True), p.swap_last(U)), 0, True), "lu_phi")
+        grad = triangular_solve(p, p.swap_last(L), phi, True, True, True)
+        grad = triangular_solve(p, p.swap_last(U), grad, False, False)
+        return [(A, p.matmul(self.sibling(p, 2), grad))]
+
+
+def unit_lower(p, packed):
+    """L of packed LU factors: the part below the diagonal, ones on it (m by min(m, n))."""
+    m, n = p.shape_of(packed)[-2:]
+    k = min(m, n)
+    ones = diag_embed(p, p.materialize(sp.S.One, (k,), p.dtype_of(packed)), 0, m, k)
+    return _elementwise(p, triangle(p, _columns(p, packed, 0, k), -1, False) + ones, "unit_lower")
+
+
+class PivotPermutation(_Head):
+    """P of ``A = P L U`` from LAPACK's 1-based pivots (row swaps applied in order), as a matrix
+    of ``args[1]`` rows and the dtype ``args[2]``."""
+
+    display = "pivot_permutation"
+    arity = 1
+
+    def shape(self, shape_of):
+        m = int(self.args[1])
+        return (*shape_of(self.args[0])[:-1], m, m)
+
+    def dtype(self, dtype_of):
+        return str(self.args[2])
+
+    def _jax_source(self, printer):
+        pivots, m, dtype = printer._print(self.args[0]), int(self.args[1]), str(self.args[2])
+        order = f"jax.lax.linalg.lu_pivots_to_permutation({pivots} - 1, {m})"
+        return f"jnp.swapaxes(jax.nn.one_hot({order}, {m}, dtype=jnp.{dtype}), -1, -2)"
+
+    def vjp(self, p, g, out):
+        return []

@@ -4,8 +4,8 @@ parametrizations (``symgrad.nn.utils.parametrize``), with PyTorch's names, buffe
 ``weight_norm`` keeps ``original0`` (g) and ``original1`` (v); ``spectral_norm`` keeps power
 iteration's ``_u`` and ``_v`` as buffers of its parametrization, drawn and iterated as PyTorch's
 (15 steps at registration, ``n_power_iterations`` per read in training, none in eval);
-``orthogonal`` offers the Cayley map only (the matrix exponential and Householder products it
-would default to are not symgrad ops yet, and asking for them says so).
+``orthogonal`` offers PyTorch's three maps: the matrix exponential (its default for square
+weights), Householder products (for the others) and the Cayley map.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import numpy as np
 import symgrad.nn.functional as F
 from symgrad.creation import empty, eye, randn, zeros_like
 from symgrad.grad_mode import no_grad
-from symgrad.linalg import qr, solve
+from symgrad.linalg import householder_product, matrix_exp, qr, solve
 from symgrad.ops.closeness import allclose
 from symgrad.nn.module import Module
 from symgrad.nn.utils import parametrize
@@ -130,14 +130,12 @@ def _is_orthogonal(Q: Tensor) -> bool:
 
 
 class _Orthogonal(Module):
-    """``X -> base @ cayley(skew(X))``: an orthogonal matrix (or one with orthonormal columns, or
-    rows when wide); ``base`` is the matrix assigned last (PyTorch's dynamic trivialization)."""
+    """``X -> base @ exp(skew(X))`` (or the Cayley map of skew(X), or the product of the Householder
+    reflectors below X's diagonal): an orthogonal matrix (or one with orthonormal columns, or rows
+    when wide); ``base`` is the matrix assigned last (PyTorch's dynamic trivialization)."""
 
     def __init__(self, weight: Tensor, orthogonal_map: _OrthMaps, *, use_trivialization: bool = True) -> None:
         super().__init__()
-        if orthogonal_map is not _OrthMaps.cayley:
-            raise NotImplementedError(f"orthogonal: the '{orthogonal_map.name}' map is not available in symgrad "
-                                      "(no matrix_exp or householder_product op); use orthogonal_map='cayley'")
         self.shape, self.orthogonal_map = weight.shape, orthogonal_map
         if use_trivialization:
             self.register_buffer("base", None)
@@ -147,17 +145,31 @@ class _Orthogonal(Module):
         transposed = n < k
         if transposed:
             X, n, k = X.mT, k, n
+        Q = self._householder(X) if self.orthogonal_map is _OrthMaps.householder else self._skew_map(X, n, k)
+        if hasattr(self, "base"):
+            Q = self.base @ Q
+        return Q.mT if transposed else Q
+
+    def _skew_map(self, X: Tensor, n: int, k: int) -> Tensor:
+        """exp (or Cayley) of the skew-symmetric matrix from X's lower triangle (padded to n by n)."""
         X = X.tril()
         if n != k:
             X = cat([X, X.new_zeros(n, n - k).expand(*X.shape[:-2], -1, -1)], dim=-1)
         A = X - X.mT
-        Id = eye(n, dtype=A.dtype)
-        Q = solve(Id - 0.5 * A, Id + 0.5 * A)
-        if n != k:
-            Q = Q[..., :k]
-        if hasattr(self, "base"):
-            Q = self.base @ Q
-        return Q.mT if transposed else Q
+        if self.orthogonal_map is _OrthMaps.matrix_exp:
+            Q = matrix_exp(A)
+        else:
+            Id = eye(n, dtype=A.dtype)
+            Q = solve(Id - 0.5 * A, Id + 0.5 * A)
+        return Q[..., :k] if n != k else Q
+
+    @staticmethod
+    def _householder(X: Tensor) -> Tensor:
+        """The reflectors below X's diagonal, each scaled to be one (``tau = 2 / (1 + |v|^2)``); the
+        columns' signs are X's diagonal, truncated to integers."""
+        A = X.tril(diagonal=-1)
+        tau = 2.0 / (1.0 + (A * A).sum(dim=-2))
+        return householder_product(A, tau) * X.diagonal(dim1=-2, dim2=-1).int().unsqueeze(-2)
 
     @no_grad()
     def right_inverse(self, Q: Tensor) -> Tensor:
@@ -165,6 +177,9 @@ class _Orthogonal(Module):
         if Q.shape != self.shape:
             raise ValueError(f"Expected a matrix or batch of matrices of shape {self.shape}. "
                              f"Got a tensor of shape {Q.shape}.")
+        if not hasattr(self, "base") and self.orthogonal_map is _OrthMaps.householder:
+            raise NotImplementedError("orthogonal: assigning to the 'householder' map with use_trivialization=False "
+                                      "needs geqrf, which symgrad does not have")
         if not hasattr(self, "base"):
             raise NotImplementedError("It is not possible to assign to the matrix exponential "
                                       "or the Cayley parametrizations when use_trivialization=False.")
@@ -182,7 +197,8 @@ class _Orthogonal(Module):
 
 def orthogonal(module: Module, name: str = "weight", orthogonal_map: str | None = None, *,
                use_trivialization: bool = True) -> Module:
-    """``module.<name>`` (a matrix or a batch of them) stays orthogonal; only ``orthogonal_map="cayley"``."""
+    """``module.<name>`` (a matrix or a batch of them) stays orthogonal; ``orthogonal_map`` 'matrix_exp'
+    (the default for square weights), 'householder' (for the others) or 'cayley'."""
     weight = getattr(module, name, None)
     if not isinstance(weight, Tensor):
         raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
