@@ -20,6 +20,8 @@ from symgrad.nn.folding import Fold, Unfold
 from symgrad.nn import grid_sampling  # noqa: F401  (publishes F.affine_grid and F.grid_sample)
 from symgrad.nn.dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from symgrad.nn.lp_pools import LPPool1d, LPPool2d, LPPool3d
+from symgrad.nn.fractional_pools import FractionalMaxPool2d, FractionalMaxPool3d
+from symgrad.nn import pool_indices  # noqa: F401  (publishes F.adaptive_max_pool*d_with_indices)
 from symgrad.nn.layers import Bilinear, Embedding, Flatten, Identity, Linear, Unflatten
 from symgrad.nn.normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d,
                                       InstanceNorm2d, InstanceNorm3d, LayerNorm, LocalResponseNorm, RMSNorm)
@@ -67,7 +69,8 @@ __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "
            "Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
            "TransformerDecoderLayer",
            "ParameterList", "ParameterDict", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
-           "FeatureAlphaDropout", "LPPool1d", "LPPool2d", "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+           "FeatureAlphaDropout", "LPPool1d", "LPPool2d", "LPPool3d",
+           "FractionalMaxPool2d", "FractionalMaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
            "parameter", "UninitializedParameter", "UninitializedBuffer", "LazyLinear", "LazyConv1d", "LazyConv2d",
            "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyBatchNorm1d",
            "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d"]

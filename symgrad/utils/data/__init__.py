@@ -6,3 +6,6 @@ from symgrad.utils.data.datasets import (ChainDataset, ConcatDataset, Dataset, I
 from symgrad.utils.data.loader import DataLoader, get_worker_info  # noqa: F401
 from symgrad.utils.data.samplers import (BatchSampler, RandomSampler, Sampler, SequentialSampler,  # noqa: F401
                                          SubsetRandomSampler)
+from symgrad.utils.data.distributed import DistributedSampler  # noqa: F401
+from symgrad.utils.data.stack_dataset import StackDataset  # noqa: F401
+from symgrad.utils.data.weighted_sampler import WeightedRandomSampler  # noqa: F401
