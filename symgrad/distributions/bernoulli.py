@@ -10,19 +10,20 @@ from symgrad.grad_mode import no_grad
 from symgrad.nn.functional import binary_cross_entropy_with_logits
 
 from symgrad.distributions import constraints
-from symgrad.distributions.distribution import Distribution
+from symgrad.distributions.exp_family import ExponentialFamily
 from symgrad.distributions.utils import (NUMBER, broadcast_all, lazy_property, logits_to_probs, one_parameter,
                                         probs_to_logits)
 
 __all__ = ["Bernoulli"]
 
 
-class Bernoulli(Distribution):
+class Bernoulli(ExponentialFamily):
     """1 with probability ``probs`` (``sigmoid(logits)``), 0 otherwise."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
     has_enumerate_support = True
+    _mean_carrier_measure = 0
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         name, given = one_parameter(probs, logits)
@@ -82,3 +83,10 @@ class Bernoulli(Distribution):
     def enumerate_support(self, expand: bool = True):
         values = arange(2, dtype=self._param.dtype).view((-1,) + (1,) * len(self._batch_shape))
         return values.expand((-1,) + tuple(self._batch_shape)) if expand else values
+
+    @property
+    def _natural_params(self):
+        return (self.probs.logit(),)
+
+    def _log_normalizer(self, x):
+        return x.exp().log1p()

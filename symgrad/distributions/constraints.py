@@ -15,8 +15,8 @@ from symgrad.ops.closeness import isclose
 
 __all__ = ["Constraint", "boolean", "dependent", "dependent_property", "greater_than", "greater_than_eq",
            "half_open_interval", "independent", "integer_interval", "interval", "is_dependent", "less_than",
-           "lower_cholesky", "lower_triangular", "nonnegative", "nonnegative_integer", "one_hot", "positive",
-           "positive_definite", "positive_integer", "real", "real_vector", "simplex", "square", "symmetric",
+           "lower_cholesky", "lower_triangular", "multinomial", "nonnegative", "nonnegative_integer", "one_hot",
+           "positive", "positive_definite", "positive_integer", "real", "real_vector", "simplex", "square", "symmetric",
            "unit_interval"]
 
 
@@ -188,6 +188,19 @@ class _HalfOpenInterval(_Bounded):
         return (value >= self.lower_bound) & (value < self.upper_bound)
 
 
+class _Multinomial(Constraint):
+    """Nonnegative counts summing to at most ``upper_bound``, along the last dim."""
+
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, x):
+        return (x >= 0).all(dim=-1) & (x.sum(dim=-1) <= self.upper_bound)
+
+
 class _Simplex(Constraint):
     """Nonnegative entries summing to 1 within 1e-6, along the last dim."""
 
@@ -272,6 +285,7 @@ unit_interval = _Interval(0.0, 1.0)
 interval = _Interval
 half_open_interval = _HalfOpenInterval
 simplex = _Simplex()
+multinomial = _Multinomial
 lower_triangular = _LowerTriangular()
 lower_cholesky = _LowerCholesky()
 square = _Square()

@@ -5,18 +5,19 @@ from symgrad.creation import empty, zeros_like
 from symgrad.dtypes import Size
 
 from symgrad.distributions import constraints
-from symgrad.distributions.distribution import Distribution
+from symgrad.distributions.exp_family import ExponentialFamily
 from symgrad.distributions.utils import NUMBER, broadcast_all
 
 __all__ = ["Exponential"]
 
 
-class Exponential(Distribution):
+class Exponential(ExponentialFamily):
     """Density ``rate * exp(-rate * x)`` for ``x >= 0``."""
 
     arg_constraints = {"rate": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True
+    _mean_carrier_measure = 0
 
     def __init__(self, rate, validate_args=None):
         (self.rate,) = broadcast_all(rate)
@@ -63,3 +64,10 @@ class Exponential(Distribution):
 
     def entropy(self):
         return 1.0 - self.rate.log()
+
+    @property
+    def _natural_params(self):
+        return (-self.rate,)
+
+    def _log_normalizer(self, x):
+        return -(-x).log()

@@ -10,12 +10,23 @@ from symgrad.nn.functional import softplus
 from symgrad.ops.broadcasting import broadcast_shapes
 
 from symgrad.distributions.bernoulli import Bernoulli
+from symgrad.distributions.beta import Beta
+from symgrad.distributions.binomial import Binomial
 from symgrad.distributions.categorical import Categorical, OneHotCategorical
+from symgrad.distributions.cauchy import Cauchy
+from symgrad.distributions.dirichlet import Dirichlet
+from symgrad.distributions.exp_family import ExponentialFamily
 from symgrad.distributions.exponential import Exponential
+from symgrad.distributions.gamma import Gamma
+from symgrad.distributions.geometric import Geometric
+from symgrad.distributions.gumbel import EULER, Gumbel
+from symgrad.distributions.half_normal import HalfNormal
 from symgrad.distributions.independent import Independent
 from symgrad.distributions.laplace import Laplace
 from symgrad.distributions.multivariate_normal import MultivariateNormal, batch_mahalanobis, half_log_det
 from symgrad.distributions.normal import Normal
+from symgrad.distributions.poisson import Poisson
+from symgrad.distributions.transformed_distribution import TransformedDistribution
 from symgrad.distributions.uniform import Uniform
 from symgrad.distributions.utils import sum_rightmost
 
@@ -136,3 +147,88 @@ def _kl_independent_independent(p, q):
     if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
         raise NotImplementedError
     return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+
+
+@register_kl(ExponentialFamily, ExponentialFamily)
+def _kl_expfamily_expfamily(p, q):
+    """Two members of one family: the Bregman divergence of its log normalizer."""
+    if type(p) is not type(q):
+        raise NotImplementedError("The cross KL-divergence between different exponential families cannot "
+                                  "                            be computed using Bregman divergences")
+    return p._bregman_kl(q)
+
+
+@register_kl(Gamma, Gamma)
+def _kl_gamma_gamma(p, q):
+    t1 = q.concentration * (p.rate / q.rate).log()
+    t2 = q.concentration.lgamma() - p.concentration.lgamma()
+    t3 = (p.concentration - q.concentration) * p.concentration.digamma()
+    t4 = (q.rate - p.rate) * (p.concentration / p.rate)
+    return t1 + t2 + t3 + t4
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p, q):
+    scale_ratio, q_loc, p_loc = p.scale / q.scale, q.loc / q.scale, p.loc / q.scale
+    t1 = -scale_ratio.log() - q_loc + p_loc
+    t3 = (q_loc + (1 + scale_ratio).lgamma() - p_loc).exp()
+    return t1 + scale_ratio * EULER + t3 - (1 + EULER)
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p, q):
+    return -p.entropy() - (-q.probs).log1p() / p.probs - q.logits
+
+
+@register_kl(HalfNormal, HalfNormal)
+def _kl_halfnormal_halfnormal(p, q):
+    return _kl_normal_normal(p.base_dist, q.base_dist)
+
+
+@register_kl(Cauchy, Cauchy)
+def _kl_cauchy_cauchy(p, q):
+    t1 = ((p.scale + q.scale).pow(2) + (p.loc - q.loc).pow(2)).log()
+    return t1 - (4 * p.scale * q.scale).log()
+
+
+@register_kl(TransformedDistribution, TransformedDistribution)
+def _kl_transformed_transformed(p, q):
+    """Equal transforms of two bases: the KL of the bases (an invertible map keeps it)."""
+    if p.transforms != q.transforms or p.event_shape != q.event_shape:
+        raise NotImplementedError
+    return kl_divergence(p.base_dist, q.base_dist)
+
+
+@register_kl(Beta, Beta)
+def _kl_beta_beta(p, q):
+    total_p = p.concentration1 + p.concentration0
+    total_q = q.concentration1 + q.concentration0
+    t1 = q.concentration1.lgamma() + q.concentration0.lgamma() + total_p.lgamma()
+    t2 = p.concentration1.lgamma() + p.concentration0.lgamma() + total_q.lgamma()
+    t3 = (p.concentration1 - q.concentration1) * p.concentration1.digamma()
+    t4 = (p.concentration0 - q.concentration0) * p.concentration0.digamma()
+    return t1 - t2 + t3 + t4 + (total_q - total_p) * total_p.digamma()
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p, q):
+    total_p, total_q = p.concentration.sum(-1), q.concentration.sum(-1)
+    t1 = total_p.lgamma() - total_q.lgamma()
+    t2 = (p.concentration.lgamma() - q.concentration.lgamma()).sum(-1)
+    t4 = p.concentration.digamma() - total_p.digamma().unsqueeze(-1)
+    return t1 - t2 + ((p.concentration - q.concentration) * t4).sum(-1)
+
+
+@register_kl(Binomial, Binomial)
+def _kl_binomial_binomial(p, q):
+    """Only where p's count is at most q's: infinite where it is above (and q's above p's is refused)."""
+    if (p.total_count < q.total_count).any():
+        raise NotImplementedError("KL between Binomials where q.total_count > p.total_count is not implemented")
+    kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p() - (-q.probs).log1p())
+    kl[p.total_count > q.total_count] = math.inf
+    return kl
+
+
+@register_kl(Poisson, Poisson)
+def _kl_poisson_poisson(p, q):
+    return p.rate * (p.rate.log() - q.rate.log()) - (p.rate - q.rate)

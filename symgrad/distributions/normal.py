@@ -5,14 +5,17 @@ import math
 
 from symgrad.creation import normal
 from symgrad.grad_mode import no_grad
+from symgrad.distributions.exp_family import ExponentialFamily
 from symgrad.distributions.location_scale import LocationScale
 from symgrad.distributions.utils import standard_normal
 
 __all__ = ["Normal"]
 
 
-class Normal(LocationScale):
+class Normal(LocationScale, ExponentialFamily):
     """Mean ``loc``, standard deviation ``scale``; a batch of them when either is a tensor."""
+
+    _mean_carrier_measure = 0
 
     @property
     def stddev(self):
@@ -47,3 +50,10 @@ class Normal(LocationScale):
 
     def entropy(self):
         return 0.5 + 0.5 * math.log(2 * math.pi) + self.scale.log()
+
+    @property
+    def _natural_params(self):
+        return self.loc / self.scale.pow(2), -0.5 * self.scale.pow(2).reciprocal()
+
+    def _log_normalizer(self, x, y):
+        return -0.25 * x.pow(2) / y + 0.5 * (-math.pi / y).log()
