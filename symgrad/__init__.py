@@ -4,6 +4,8 @@
 gradients come from symbolic reverse mode over SymPy forms; forward and backward run as
 jitted JAX programs cached by the graph's structure.
 """
+import math as _math
+
 import jax as _jax
 
 # PyTorch's float64 and int64 need JAX's 64-bit mode.  symgrad states every dtype in the code
@@ -24,7 +26,7 @@ from symgrad.ops import (activations as _a, closeness as _k, convolution as _c, 
                          shape as _s, sorting as _o)  # (registering their ops)
 from symgrad.ops import (broadcasting as _bc, counting as _ct, integration as _in, matrices as _mx,  # noqa: E402,F401
                          products as _pr, scattering as _sc, stacking as _st, statistics as _sa)
-from symgrad.ops import bitwise as _bw, special as _sf  # noqa: E402,F401
+from symgrad.ops import bitwise as _bw, finite_differences as _fd, special as _sf  # noqa: E402,F401
 from symgrad.ops.special import positive  # noqa: E402
 from symgrad import autograd, nn, linalg, optim, symbolic, viz  # noqa: E402  (autograd first: nn uses it)
 from symgrad import tensor_methods as _methods  # noqa: E402,F401  (attaches the methods that are no op's)
@@ -52,6 +54,18 @@ from symgrad.engine import plain_path  # noqa: E402
 from symgrad.nn.functional import cosine_similarity, pairwise_distance  # noqa: E402  (torch's too)
 
 _publish(globals(), nn.functional)  # torch.exp, torch.nn.functional.relu, Tensor.exp ... from the op registry
+from symgrad import in_place_spellings as _in_place  # noqa: E402
+_in_place.publish(globals(), nn.functional)  # torch.relu_, F.relu_ ...: the published in-place ops by other names
+from symgrad.creation_aliases import asarray, range, scalar_tensor  # noqa: E402  (range: torch's, end included)
+from symgrad.printing_options import set_printoptions  # noqa: E402
+from symgrad.runtime_settings import (get_float32_matmul_precision, get_num_interop_threads,  # noqa: E402
+                                      get_num_threads, set_float32_matmul_precision, set_flush_denormal,
+                                      set_num_interop_threads, set_num_threads)
+from symgrad.windows import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window  # noqa: E402
+from symgrad.type_info import can_cast, finfo, iinfo, promote_types, result_type, typename  # noqa: E402
+from symgrad.tensor_queries import (adjoint, conj, is_complex, is_conj, is_floating_point, is_inference,  # noqa: E402
+                                    is_nonzero, is_same_size, is_signed)
+from symgrad.tensor_queries import is_conj as is_neg, conj as resolve_conj, conj as resolve_neg  # noqa: E402
 from symgrad import special  # noqa: E402  (torch.special)
 from symgrad import distributions  # noqa: E402  (torch.distributions)
 
@@ -60,6 +74,7 @@ double = float64
 half = float16
 long = int64
 int = int32
+pi, e, inf, nan, newaxis = _math.pi, _math.e, _math.inf, _math.nan, None  # PyTorch's constants
 
 
 def is_tensor(obj) -> bool:

@@ -1,6 +1,6 @@
 """PyTorch's tensor printing: ``tensor([0.3303, 0.2642], grad_fn=<AddBackward0>)``.
 
-The rules (default print options): floats print with 4 decimals, or without decimals and a
+The rules (default print options, symgrad.printing_options changes them): floats print with 4 decimals, or without decimals and a
 trailing dot when every finite value is whole, or in scientific notation when the finite
 nonzero magnitudes span more than 1000x, exceed 1e8 or fall below 1e-4; every element is
 padded to the widest; lines wrap at 80 columns; more than 1000 elements are summarized with
@@ -13,8 +13,7 @@ import math
 import numpy as np
 
 from symgrad import dtypes
-
-PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = 4, 1000, 3, 80
+from symgrad.printing_options import OPTIONS
 
 
 class _Formatter:
@@ -32,22 +31,24 @@ class _Formatter:
         low, high = magnitudes.min(), magnitudes.max()
         self.int_mode = bool(np.all(finite == np.ceil(finite)))
         self.sci_mode = high / low > 1000.0 or high > 1.0e8 or low < 1.0e-4
+        if OPTIONS.sci_mode is not None:
+            self.sci_mode = OPTIONS.sci_mode
         if self.sci_mode:
-            self.width = max(len(f"{v:.{PRECISION}e}") for v in finite.tolist())
+            self.width = max(len(f"{v:.{OPTIONS.precision}e}") for v in finite.tolist())
         elif self.int_mode:
             self.width = max(len(f"{v:.0f}") + 1 for v in finite.tolist())
         else:
-            self.width = max(len(f"{v:.{PRECISION}f}") for v in finite.tolist())
+            self.width = max(len(f"{v:.{OPTIONS.precision}f}") for v in finite.tolist())
 
     def format(self, value) -> str:
         if not self.floating:
             text = str(value)
         elif self.sci_mode:
-            text = f"{value:{self.width}.{PRECISION}e}"
+            text = f"{value:{self.width}.{OPTIONS.precision}e}"
         elif self.int_mode:
             text = f"{value:.0f}" + ("" if math.isinf(value) or math.isnan(value) else ".")
         else:
-            text = f"{value:.{PRECISION}f}"
+            text = f"{value:.{OPTIONS.precision}f}"
         return text.rjust(self.width)
 
 
@@ -55,16 +56,17 @@ def _summarized(values: np.ndarray) -> np.ndarray:
     """The elements that a summarized print shows, for sizing the columns."""
     if values.ndim == 0:
         return values
-    if values.shape[0] > 2 * EDGEITEMS:
-        values = np.concatenate([values[:EDGEITEMS], values[-EDGEITEMS:]])
+    edge = OPTIONS.edgeitems
+    if values.shape[0] > 2 * edge:
+        values = np.concatenate([values[:edge], values[-edge:]])
     return np.stack([_summarized(v) for v in values]) if values.ndim > 1 else values
 
 
 def _vector(values, indent, summarize, fmt):
-    per_line = max(1, math.floor((LINEWIDTH - indent) / (fmt.width + 2)))
-    if summarize and values.shape[0] > 2 * EDGEITEMS:
-        items = ([fmt.format(v) for v in values[:EDGEITEMS].tolist()] + [" ..."]
-                 + [fmt.format(v) for v in values[-EDGEITEMS:].tolist()])
+    per_line, edge = max(1, math.floor((OPTIONS.linewidth - indent) / (fmt.width + 2))), OPTIONS.edgeitems
+    if summarize and values.shape[0] > 2 * edge:
+        items = ([fmt.format(v) for v in values[:edge].tolist()] + [" ..."]
+                 + [fmt.format(v) for v in values[-edge:].tolist()])
     else:
         items = [fmt.format(v) for v in values.tolist()]
     lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
@@ -76,10 +78,10 @@ def _nested(values, indent, summarize, fmt):
         return fmt.format(values.item())
     if values.ndim == 1:
         return _vector(values, indent, summarize, fmt)
-    rows = range(values.shape[0])
-    if summarize and values.shape[0] > 2 * EDGEITEMS:
-        parts = ([_nested(values[i], indent + 1, summarize, fmt) for i in rows[:EDGEITEMS]] + ["..."]
-                 + [_nested(values[i], indent + 1, summarize, fmt) for i in rows[-EDGEITEMS:]])
+    rows, edge = range(values.shape[0]), OPTIONS.edgeitems
+    if summarize and values.shape[0] > 2 * edge:
+        parts = ([_nested(values[i], indent + 1, summarize, fmt) for i in rows[:edge]] + ["..."]
+                 + [_nested(values[i], indent + 1, summarize, fmt) for i in rows[-edge:]])
     else:
         parts = [_nested(values[i], indent + 1, summarize, fmt) for i in rows]
     return "[" + ("," + "\n" * (values.ndim - 1) + " " * (indent + 1)).join(parts) + "]"
@@ -89,7 +91,7 @@ def _with_suffixes(text, suffixes, indent):
     pieces = [text]
     last_line = len(text) - text.rfind("\n") + 1
     for suffix in suffixes:
-        if last_line + len(suffix) + 2 > LINEWIDTH:
+        if last_line + len(suffix) + 2 > OPTIONS.linewidth:
             pieces.append(",\n" + " " * indent + suffix)
             last_line = indent + len(suffix)
         else:
@@ -110,7 +112,7 @@ def format_tensor(values: np.ndarray, dtype, grad_fn: str | None = None, require
     else:
         if dtype not in (dtypes.get_default_dtype(), dtypes.int64, dtypes.bool_):
             suffixes.append(f"dtype={dtype!r}")
-        summarize = values.size > THRESHOLD
+        summarize = values.size > OPTIONS.threshold
         fmt = _Formatter(_summarized(values) if summarize else values, dtype.is_floating_point)
         body = _nested(values, indent, summarize, fmt)
     if grad_fn is not None:

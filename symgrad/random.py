@@ -361,6 +361,44 @@ def exponential(generator: Generator, n: int, dtype, lambd: float = 1.0) -> np.n
     return ((-1.0 / lambd) * log).astype(dtype.numpy)
 
 
+_CXX_TYPE = {"bool": "bool", "int32": "int", "int64": "long int"}  # PyTorch's wording in cauchy_'s refusal
+
+
+def cauchy(generator: Generator, n: int, dtype, median: float = 0.0, sigma: float = 1.0) -> np.ndarray:
+    """``cauchy_(median, sigma)``: ``median + sigma tan(pi (u - 1/2))`` in float64 (the C library's tan)."""
+    if not dtype.is_floating_point:
+        raise RuntimeError(f"Cauchy distribution is a continuous probability distribution. dtype must be a floating "
+                           f"point but you specified {_CXX_TYPE[dtype.name]}")
+    _check_floating(dtype, "cauchy_cpu")
+    if not sigma > 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+    tangents = map(math.tan, (math.pi * (_unit(generator, n, dtypes.float64) - 0.5)).tolist())
+    return (median + sigma * np.fromiter(tangents, np.float64, n)).astype(dtype.numpy)
+
+
+def log_normal(generator: Generator, n: int, dtype, mean: float = 1.0, std: float = 2.0) -> np.ndarray:
+    """``log_normal_(mean, std)``: exp of a float64 normal drawn one value at a time (Box-Muller,
+    the second value kept for the next draw), with the C library's exp."""
+    _check_floating(dtype, "log_normal_cpu")
+    if not std > 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    normals = fma64(_standard_normals(generator, n), std, mean)
+    return np.fromiter(map(math.exp, normals.tolist()), np.float64, n).astype(dtype.numpy)
+
+
+def geometric(generator: Generator, n: int, dtype, p: float) -> np.ndarray:
+    """``geometric_(p)``: the number of trials to the first success, ``ceil(log(u) / log(1 - p))`` in
+    float64, into any dtype but bool (an integer tensor takes it as it is)."""
+    if dtype is dtypes.bool_:
+        raise NotImplementedError("\"geometric_cpu\" not implemented for 'Bool'")
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    per_trial = math.log(1.0 - p)
+    trials = [math.ceil(math.log(u) / per_trial) if u > 0 else math.inf
+              for u in _unit(generator, n, dtypes.float64).tolist()]
+    return np.array(trials, dtype=np.float64).astype(dtype.numpy)
+
+
 def rrelu_noise(generator: Generator, values: np.ndarray, dtype, lower: float, upper: float) -> np.ndarray:
     """rrelu's slopes in training, as PyTorch's CPU kernel draws them: in order, for each value at
     or below 0 (-0.0 and -inf too, not NaN), a float64 uniform ``u (upper - lower) + lower``

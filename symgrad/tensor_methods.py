@@ -8,9 +8,11 @@ from __future__ import annotations
 import numbers
 import operator
 import warnings
+from functools import partial
 
-from symgrad import creation, devices, dtypes, engine, hooks
+from symgrad import creation, devices, dtypes, engine, hooks, random
 from symgrad.autograd.gradients import hooked_gradients
+from symgrad.in_place_spellings import fill_diagonal_
 from symgrad.inplace import assign, copy_, data, fill_inplace
 from symgrad.legacy_types import type_of
 from symgrad.nodes import leaf
@@ -89,6 +91,18 @@ def type_as(self, other):
     if not isinstance(other, Tensor):
         raise TypeError(f"type_as(): argument 'other' (position 1) must be Tensor, not {type(other).__name__}")
     return S.to_dtype(self, other.dtype)
+
+
+def cauchy_(self, median: float = 0.0, sigma: float = 1.0, *, generator=None):
+    return creation._fill(self, partial(random.cauchy, median=median, sigma=sigma), generator, "cauchy_")
+
+
+def log_normal_(self, mean: float = 1.0, std: float = 2.0, *, generator=None):
+    return creation._fill(self, partial(random.log_normal, mean=mean, std=std), generator, "log_normal_")
+
+
+def geometric_(self, p: float, *, generator=None):
+    return creation._fill(self, partial(random.geometric, p=p), generator, "geometric_")
 
 
 def _contains(self, element) -> bool:
@@ -173,6 +187,7 @@ METHODS = {
     "type": type_of,
     "float": lambda a: S.to_dtype(a, dtypes.float32),
     "double": lambda a: S.to_dtype(a, dtypes.float64),
+    "half": lambda a: S.to_dtype(a, dtypes.float16),
     "long": lambda a: S.to_dtype(a, dtypes.int64),
     "int": lambda a: S.to_dtype(a, dtypes.int32),
     "bool": lambda a: S.to_dtype(a, dtypes.bool_),
@@ -180,6 +195,8 @@ METHODS = {
     "cuda": lambda a, device=None: _to(a, device if device is not None else "cuda"),
     "is_cuda": property(lambda a: False),
     "uniform_": creation.uniform_, "normal_": creation.normal_, "random_": creation.random_,
+    "fill_diagonal_": fill_diagonal_,
+    "cauchy_": cauchy_, "log_normal_": log_normal_, "geometric_": geometric_,
     "exponential_": creation.exponential_, "bernoulli_": creation.bernoulli_, "bernoulli": creation.bernoulli,
     "multinomial": creation.multinomial,
     "new_ones": _new_filled(creation.ones, "new_ones"), "new_zeros": _new_filled(creation.zeros, "new_zeros"),

@@ -7,16 +7,21 @@ length depends on the values, so they are read when it is called (as PyTorch rea
 """
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 import sympy as sp
 
 from symgrad import dtypes
+from symgrad.creation import linspace
 from symgrad.ir import greater_equal, ieee, less_equal, logical_and, minimum, select, trunc
 from symgrad.ir import indexing as IX
 from symgrad.ir.refused import Underivable
+from symgrad.nodes import leaf
 from symgrad.ops.indexing import _values
 from symgrad.ops.registry import Names, Op, register
 from symgrad.tensor import Tensor, apply
+from symgrad.uploads import from_host
 
 
 def _kernel_name(dtype) -> str:
@@ -119,6 +124,66 @@ def histc(input, bins: int = 100, min=0, max=0):
     real = input.dtype.numpy.type
     low, high = real(low), real(high)
     return apply(HISTC, input.detach(), attrs=(int(bins), float(low), float(high), float(real(high - low))))
+
+
+Histogram = collections.namedtuple("histogram", ("hist", "bin_edges"))
+Histogram.__repr__ = lambda self: f"torch.return_types.histogram(\nhist={self.hist!r},\nbin_edges={self.bin_edges!r})"
+
+
+@HISTC.publish(Names(function=("histogram",), method=("histogram",)))
+def histogram(input, bins, *, range=None, weight=None, density: bool = False) -> Histogram:
+    """``(hist, bin_edges)``: the (weighted) count of values in each bin, the last bin closed; ``bins``
+    equal bins over ``range`` (the values' own, widened by 1/2 each way if a point) or the edges given.
+    Read when called, as PyTorch's kernel reads them; no gradient."""
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"histogramdd\" not implemented for '{_kernel_name(input.dtype)}'")
+    if weight is not None and tuple(weight.shape) != tuple(input.shape):
+        raise RuntimeError(f"torch.histogramdd: if weight tensor is provided it should have the same shape as the "
+                           f"input tensor excluding its innermost dimension, but got input with shape "
+                           f"[{input.numel()}, 1] and weight with shape {list(weight.shape)}")
+    values = _values(input)
+    if values is None:
+        raise NotImplementedError("symgrad: histogram inside a traced function (it reads the values)")
+    edges = _bin_edges(values.reshape(-1), input.dtype, bins, range)
+    boundaries = edges.numpy()
+    flat, real = values.reshape(-1), input.dtype.numpy.type
+    inside = (flat >= boundaries[0]) & (flat <= boundaries[-1])  # (False for NaN)
+    where = np.minimum(np.searchsorted(boundaries, flat[inside], side="right") - 1, len(boundaries) - 2)
+    counts = np.zeros(len(boundaries) - 1, dtype=real)
+    np.add.at(counts, where, _values(weight).reshape(-1)[inside] if weight is not None else real(1))
+    if density:
+        counts = counts / real(counts.sum(dtype=np.float64)) / np.diff(boundaries)
+    return Histogram(Tensor(leaf(from_host(counts.astype(real)), input.dtype)), edges)
+
+
+def _bin_edges(values, dtype, bins, given_range):
+    """The edges given (of the input's dtype), or ``bins + 1`` of them spaced as ``linspace`` spaces them."""
+    if isinstance(bins, Tensor):
+        if bins.dtype is not dtype:
+            raise RuntimeError(f"torch.histogramdd: input tensor and bins tensors should have the same dtype, but got "
+                               f"input with dtype {_CXX_NAMES[dtype.name]} and bins for dimension 0 with dtype "
+                               f"{_CXX_NAMES[bins.dtype.name]}")
+        return bins.detach()
+    if bins <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+    if given_range is not None:
+        low, high = (float(v) for v in given_range)
+    elif values.size:
+        low, high = float(values.min()), float(values.max())
+    else:
+        low, high = 0.0, 1.0
+    if low > high:
+        raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min {low:g} max {high:g} for "
+                           f"dimension 0")
+    if not (np.isfinite(low) and np.isfinite(high)):
+        raise RuntimeError(f"torch.histogramdd: dimension 0's range [{low:g}, {high:g}] is not finite")
+    if low == high:
+        low, high = low - 0.5, high + 0.5
+    return linspace(low, high, int(bins) + 1, dtype=dtype)
+
+
+_CXX_NAMES = {"bool": "bool", "int32": "int", "int64": "long int", "float16": "c10::Half", "float32": "float",
+              "float64": "double"}
 
 
 # --------------------------------------------------------------------- bins and membership

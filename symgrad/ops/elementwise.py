@@ -216,7 +216,8 @@ def add(input, other, alpha=1):
     return apply(ADD, input, other if alpha.__class__ is int and alpha == 1 else _scaled(input, other, alpha))
 
 
-@SUB.publish(Names(function=("sub",), method=("sub", "__sub__"), inplace=("sub_", "__isub__")))
+@SUB.publish(Names(function=("sub", "subtract"), method=("sub", "subtract", "__sub__"),
+                   inplace=("sub_", "subtract_", "__isub__")))
 def sub(input, other, alpha=1):
     return apply(SUB, input, other if alpha.__class__ is int and alpha == 1 else _scaled(input, other, alpha))
 
@@ -234,7 +235,8 @@ def _scaled(input, other, alpha):
     return other if alpha == 1 else apply(MUL, other, alpha)
 
 
-@MUL.publish(Names(function=("mul",), method=("mul", "__mul__", "__rmul__"), inplace=("mul_", "__imul__")))
+@MUL.publish(Names(function=("mul", "multiply"), method=("mul", "multiply", "__mul__", "__rmul__"),
+                   inplace=("mul_", "multiply_", "__imul__")))
 def mul(input, other):
     return apply(MUL, input, other)
 
@@ -331,7 +333,7 @@ def refuse_integer_zero_division(result, divisor):
     return result
 
 
-@POW.publish(Names(function=("pow",), method=("pow", "__pow__"), reflected=("__rpow__",)))
+@POW.publish(Names(function=("pow",), method=("pow", "__pow__"), reflected=("__rpow__",), inplace=("pow_", "__ipow__")))
 def pow(input, exponent):
     return apply(POW, input, exponent)
 
@@ -345,21 +347,24 @@ def _infer_comparison(nodes):
     return infer_elementwise(nodes)[0], dtypes.bool_
 
 
-def _comparison(name, head, reference):
+def _comparison(name, head, reference, alias=None):
+    """``gt`` and its kin, each also under NumPy's long name (``greater``) where PyTorch has one."""
     op = register(Op(name, None, _infer_comparison,
                      lambda p, node, *xs: p.assign(head(*computed_operands(p, node, xs)), node.shape, "bool", name),
                      saves=False, reference=reference, torch_fn=lambda t, a, b: getattr(t, name)(a, b),
                      examples=BINARY[:3] + (Example(((4,), ()), scalars={1: 0}),), elementwise=True))
     op.publish(public_names(name, f"__{name}__"))(public_function(op, 2))
+    if alias is not None:
+        op.publish(public_names(alias))(public_function(op, 2))
     return op
 
 
-GT = _comparison("gt", ir.greater, jnp.greater)
-GE = _comparison("ge", ir.greater_equal, jnp.greater_equal)
-LT = _comparison("lt", ir.less, jnp.less)
-LE = _comparison("le", ir.less_equal, jnp.less_equal)
+GT = _comparison("gt", ir.greater, jnp.greater, "greater")
+GE = _comparison("ge", ir.greater_equal, jnp.greater_equal, "greater_equal")
+LT = _comparison("lt", ir.less, jnp.less, "less")
+LE = _comparison("le", ir.less_equal, jnp.less_equal, "less_equal")
 EQ = _comparison("eq", ir.equal, jnp.equal)
-NE = _comparison("ne", ir.not_equal, jnp.not_equal)
+NE = _comparison("ne", ir.not_equal, jnp.not_equal, "not_equal")
 
 
 def _infer_where(nodes):

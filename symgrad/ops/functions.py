@@ -270,6 +270,30 @@ def remainder(input, other):
                                               input, other), other)
 
 
+@REMAINDER.publish(Names(function=("unravel_index",)))
+def unravel_index(indices, shape) -> tuple:
+    """The coordinates in ``shape`` of flat (row-major) indices, one int64 tensor per dim: each the
+    floor quotient by the dims after it, modulo its own size (out-of-range indices wrap, as PyTorch's)."""
+    if not isinstance(indices, Tensor):
+        raise AttributeError(f"'{type(indices).__name__}' object has no attribute 'is_complex'")
+    if not indices.dtype.is_integer:
+        raise TypeError(f"expected 'indices' to be integer dtype, but got {indices.dtype}")
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    for size in shape:
+        if not isinstance(size, int):
+            raise TypeError(f"expected 'shape' sequence to only contain ints, but got {type(size)}")
+    if [size for size in shape if size < 0]:
+        raise ValueError(f"'shape' cannot have negative values, but got {shape}")
+    if 0 in shape:  # PyTorch's integer division by the zero size
+        raise RuntimeError("ZeroDivisionError")
+    flat, after = indices.to(dtypes.int64), math.prod(shape)
+    coordinates = []
+    for size in shape:
+        after //= size
+        coordinates.append(remainder(flat.div(after, rounding_mode="floor"), size))
+    return tuple(coordinates)
+
+
 def _clamp_name(nodes):
     return "ClampBackward1" if all(n.op is CONST for n in nodes[1:]) else "ClampBackward0"
 

@@ -446,6 +446,29 @@ def gather(input, dim, index, *, sparse_grad=False):
     return apply(GATHER, input, index, attrs=(_check_along("gather", input, dim, index),))
 
 
+@GATHER.publish(Names(function=("take_along_dim",), method=("take_along_dim",)))
+def take_along_dim(input, indices, dim=None):
+    """NumPy's ``take_along_axis``: a gather whose input and indices broadcast (expanded) in every dim
+    but ``dim``; without ``dim``, a gather from the flattened input."""
+    if indices.dtype is not dtypes.int64:
+        raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{dtypes.torch_name(indices.dtype)}")
+    if dim is None:
+        return gather(input.reshape(-1), 0, indices.reshape(-1))
+    axis = dim_index(dim, input.ndim)
+    if input.ndim != indices.ndim:
+        raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same number of dimensions, "
+                           f"but got {input.ndim} dimensions for input, and {indices.ndim} dimensions for indices")
+    others = [list(t.shape[:axis]) + [1] + list(t.shape[axis + 1:]) for t in (input, indices)]
+    try:
+        common = list(broadcast_shapes(*others))
+    except ValueError as error:
+        raise RuntimeError(str(error)) from None
+    input, indices = (t if list(t.shape) == common[:axis] + [t.shape[axis]] + common[axis + 1:]
+                      else t.expand(*common[:axis], t.shape[axis], *common[axis + 1:]) for t in (input, indices))
+    return gather(input, axis, indices)
+
+
 def _build_scatter(p, node, x, index, src):
     axis, how = node.attrs
     if not node.shape:  # 0-d: one element along an axis of its own

@@ -203,6 +203,19 @@ def sum(input, dim=None, keepdim: bool = False, dtype=None):
     return result if dtype is None else result.to(dtype)
 
 
+@SUM.publish(Names(method=("sum_to_size",)))
+def sum_to_size(input, *size):
+    """The sum over the dims a tensor of ``size`` would be broadcast along (the tensor itself if none):
+    a keepdim sum, then a view dropping the leading dims, as PyTorch composes it."""
+    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+    shape, lead = tuple(input.shape), input.ndim - len(size)
+    if lead < 0 or [n for i, n in enumerate(size) if n != 1 and n != shape[lead + i]]:  # (``any`` is the op here)
+        raise RuntimeError(f"size {{{list(size)}}} is not expandable to size {{{list(shape)}}}.")
+    dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(size) if n == 1 and shape[lead + i] != 1)
+    result = sum(input, dims, keepdim=True) if dims else input
+    return result.view(size) if lead else result
+
+
 @MEAN.publish(Names(function=("mean",), method=("mean",)))
 def mean(input, dim=None, keepdim: bool = False):
     return apply(MEAN, input, attrs=_reduction_attrs(input, dim, keepdim, "MeanBackward1", "MeanBackward0"))

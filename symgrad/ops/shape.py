@@ -8,6 +8,7 @@ import warnings
 
 import jax.numpy as jnp
 import numpy as np
+import sympy as sp
 
 from symgrad import dtypes
 from symgrad.ir import index_shape, python_index
@@ -107,6 +108,18 @@ T_INPLACE = register(Op("t_", "TBackward1", _infer_permute, lambda p, node, x: p
                         view=True, reference=lambda x, perm: jnp.transpose(x, perm),
                         torch_fn=lambda t, x, perm: x.clone().t_(),
                         examples=(Example(((3, 4),), ((1, 0),)), Example(((3,),), ((0,),)))))
+# squeeze_, unsqueeze_ and transpose_/swapaxes_/swapdims_: laid out again in place, as t_ (symgrad.ops.views)
+RESHAPE_INPLACE = register(Op("reshape_", lambda nodes, shape, name: name,
+                              lambda nodes, shape, name: _infer_reshape(nodes, shape),
+                              lambda p, node, x: p.reshape(x, node.shape), saves=False, view=True,
+                              reference=lambda x, shape, name: jnp.reshape(x, shape),
+                              torch_fn=lambda t, x, shape, name: x.clone().squeeze_(),
+                              examples=(Example(((3, 1, 4),), ((3, 4), "SqueezeBackward3")),)))
+TRANSPOSE_INPLACE = register(Op("transpose_", "TransposeBackward1", _infer_permute,
+                                lambda p, node, x: p.permute(x, node.attrs[0]), saves=False, view=True,
+                                reference=lambda x, perm: jnp.transpose(x, perm),
+                                torch_fn=lambda t, x, perm: x.clone().transpose_(0, 2),
+                                examples=(Example(((2, 3, 4),), ((2, 1, 0),)),)))
 EXPAND = register(Op("expand", "ExpandBackward0", _infer_expand, lambda p, node, x: p.broadcast_to(x, node.shape),
                      saves=False, view=True, reference=lambda x, shape: jnp.broadcast_to(x, shape),
                      torch_fn=lambda t, x, shape: x.expand(*shape),
@@ -345,17 +358,26 @@ def reshape_as(input, other):
 
 @UNSQUEEZE.publish(Names(function=("unsqueeze",), method=("unsqueeze",)))
 def unsqueeze(input, dim: int):
+    return apply(UNSQUEEZE, input, attrs=(unsqueezed_shape(input, dim),))
+
+
+def unsqueezed_shape(input, dim: int) -> tuple:
     shape = list(input.shape)
     dim = dim if dim >= 0 else dim + len(shape) + 1
     if not 0 <= dim <= len(shape):
         raise IndexError(f"Dimension out of range (expected to be in range of [{-len(shape) - 1}, {len(shape)}], "
                          f"but got {dim})")
     shape.insert(dim, 1)
-    return apply(UNSQUEEZE, input, attrs=(tuple(shape),))
+    return tuple(shape)
 
 
 @SQUEEZE.publish(Names(function=("squeeze",), method=("squeeze",)))
 def squeeze(input, dim=None):
+    return apply(SQUEEZE, input, attrs=squeezed(input, dim))
+
+
+def squeezed(input, dim) -> tuple:
+    """The shape kept and the dims as given (None, an int or a tuple: PyTorch's three overloads)."""
     shape = tuple(input.shape)
     if dim is None:
         dims = given = tuple(range(len(shape)))
@@ -366,7 +388,7 @@ def squeeze(input, dim=None):
     else:
         dims = given = normalize_dims(dim, len(shape))
     kept = tuple(n for i, n in enumerate(shape) if not (i in dims and n == 1))
-    return apply(SQUEEZE, input, attrs=(kept, given))
+    return kept, given
 
 
 @PERMUTE.publish(Names(function=("permute",), method=("permute",)))
@@ -377,12 +399,17 @@ def permute(input, *dims):
 
 @TRANSPOSE.publish(Names(function=("transpose",), method=("transpose",)))
 def transpose(input, dim0: int, dim1: int):
+    return apply(TRANSPOSE, input, attrs=(swapped(input, dim0, dim1),))
+
+
+def swapped(input, dim0: int, dim1: int) -> tuple:
+    """The permutation that swaps two dims."""
     n = input.ndim
     d0, d1 = dim_index(dim0, n), dim_index(dim1, n)
     perm = list(range(n))
     if n:
         perm[d0], perm[d1] = perm[d1], perm[d0]
-    return apply(TRANSPOSE, input, attrs=(tuple(perm),))
+    return tuple(perm)
 
 
 @T.publish(Names(function=("t",), method=("t",)))
@@ -646,6 +673,79 @@ def flip(input, *dims, **keyword):
     return apply(FLIP, input, attrs=(normalize_dims(dims, input.ndim),))
 
 
+# ------------------------------------------------------------------ sliding windows (Tensor.unfold)
+
+
+def window_spec(shape, dim: int, count: int, step: int, offset: int) -> tuple:
+    """The basic index of the ``offset``-th element of every window along ``dim``."""
+    return tuple((1, offset, offset + (count - 1) * step + 1, step) if d == dim else (1, 0, n, 1)
+                 for d, n in enumerate(shape))
+
+
+def _infer_unfold(nodes, dim, size, step):
+    shape = nodes[0].shape
+    if not shape:
+        return (size,), nodes[0].dtype
+    return (*shape[:dim], (shape[dim] - size) // step + 1, *shape[dim + 1:], size), nodes[0].dtype
+
+
+def _build_unfold(p, node, x):
+    """The windows side by side on a new last axis: one strided slice per position in the window."""
+    dim, size, step = node.attrs
+    shape, dtype = node.inputs[0].shape, node.dtype.name
+    if not shape or not size:
+        return p.reshape(x, node.shape) if size else p.materialize(sp.S.Zero, node.shape, dtype)
+    count = node.shape[dim]
+    pieces = [p.reshape(p.index(x, window_spec(shape, dim, count, step, j)), (*node.shape[:-1], 1))
+              for j in range(size)]
+    return pieces[0] if size == 1 else p.concatenate(pieces, len(shape), node.shape, dtype)
+
+
+def _unfold_reference(x, dim, size, step):
+    if not jnp.ndim(x):
+        return jnp.reshape(x, (size,))
+    count = (jnp.shape(x)[dim] - size) // step + 1
+    return jnp.stack([jnp.take(x, jnp.arange(j, j + (count - 1) * step + 1, step), axis=dim) for j in range(size)],
+                     axis=-1)
+
+
+UNFOLD = register(Op("windows", "UnfoldBackward0", _infer_unfold, _build_unfold, saves=False, view=True,
+                     reference=_unfold_reference,
+                     torch_fn=lambda t, x, dim, size, step: x.unfold(dim, size, step),
+                     examples=(Example(((3, 8),), (1, 3, 2)), Example(((7, 2),), (0, 2, 3)))))
+
+
+@UNFOLD.publish(Names(method=("unfold",)))
+def unfold(input, dimension: int, size: int, step: int):
+    """The windows of ``size`` elements every ``step`` along ``dimension``, as a view: a new last dim
+    holds each window (overlapping windows share their elements, as PyTorch's strided view)."""
+    dim = dim_index(dimension, max(input.ndim, 1))
+    length = input.shape[dim] if input.ndim else 1
+    if size < 0:
+        raise RuntimeError(f"size is {size} but must be >= 0")
+    if size > length:
+        raise RuntimeError(f"maximum size for tensor at dimension {dim} is {length} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    return apply(UNFOLD, input, attrs=(dim, size, step))
+
+
+@FLIP.publish(Names(function=("fliplr",), method=("fliplr",)))
+def fliplr(input):
+    """The columns (dim 1) in reverse order."""
+    if input.ndim < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return flip(input, 1)
+
+
+@FLIP.publish(Names(function=("flipud",), method=("flipud",)))
+def flipud(input):
+    """The rows (dim 0) in reverse order."""
+    if input.ndim < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return flip(input, 0)
+
+
 def _build_roll(p, node, x):
     shifts, axes = node.attrs
     if axes is None:  # the flattened tensor, rolled
@@ -736,12 +836,12 @@ TRIANGLE = register(Op("triangle", lambda nodes, k, upper: "TriuBackward0" if up
                                  Example(((3, 3),), (1, False)))))
 
 
-@TRIANGLE.publish(Names(function=("tril",), method=("tril",)))
+@TRIANGLE.publish(Names(function=("tril",), method=("tril",), inplace=("tril_",)))
 def tril(input, diagonal: int = 0):
     return apply(TRIANGLE, input, attrs=(int(diagonal), False))
 
 
-@TRIANGLE.publish(Names(function=("triu",), method=("triu",)))
+@TRIANGLE.publish(Names(function=("triu",), method=("triu",), inplace=("triu_",)))
 def triu(input, diagonal: int = 0):
     return apply(TRIANGLE, input, attrs=(int(diagonal), True))
 

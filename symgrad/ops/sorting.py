@@ -228,10 +228,14 @@ class Unimplemented(Underivable):
         raise NotImplementedError(f"the derivative for '{self.args[1]}' is not implemented.")
 
 
+_UNDERIVED = {"unique": "_unique2", "unique_consecutive": "unique_consecutive"}  # the names PyTorch's refusal gives
+
+
 def _build_unique(p, node, x, first):
     flat = p.reshape(x, (int(np.prod(node.inputs[0].shape)),))
     taken = IX.take(p, flat, [first], (0,))
-    return p.assign(Unimplemented(taken, sp.Symbol("_unique2")), node.shape, node.dtype.name, "unique")
+    return p.assign(Unimplemented(taken, sp.Symbol(_UNDERIVED[node.op.name])), node.shape, node.dtype.name,
+                    node.op.name)
 
 
 UNIQUE = register(Op("unique", "Unique2Backward0", lambda nodes: (nodes[1].shape, nodes[0].dtype), _build_unique,
@@ -263,6 +267,33 @@ def unique(input, sorted: bool = True, return_inverse: bool = False, return_coun
     return found[0] if len(found) == 1 else tuple(found)
 
 
+UNIQUE_CONSECUTIVE = register(Op("unique_consecutive", "UniqueConsecutiveBackward0",
+                                 lambda nodes: (nodes[1].shape, nodes[0].dtype), _build_unique, saves=False,
+                                 selects=True))
+
+
+@UNIQUE_CONSECUTIVE.publish(Names(function=("unique_consecutive",), method=("unique_consecutive",)))
+def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False, dim=None):
+    """The first of each run of equal values, in order (NaN equals nothing, so each starts a run),
+    read when the call is made; ``inverse``: each element's run, ``counts``: the runs' lengths."""
+    if dim is not None:
+        raise NotImplementedError("symgrad: unique_consecutive(dim=...) is not supported; flatten or use dim=None")
+    values = engine.concrete_array(input._node)
+    if values is None:
+        raise NotImplementedError("symgrad: unique_consecutive inside a traced function (its result's shape "
+                                  "depends on the values)")
+    flat = np.asarray(values).reshape(-1)
+    starts = np.ones(flat.size, dtype=bool)
+    starts[1:] = flat[1:] != flat[:-1]
+    first = np.flatnonzero(starts)
+    found = [apply(UNIQUE_CONSECUTIVE, input, _int64(first))]
+    if return_inverse:
+        found.append(_int64((np.cumsum(starts) - 1).reshape(input.shape)))
+    if return_counts:
+        found.append(_int64(np.diff(np.append(first, flat.size))))
+    return found[0] if len(found) == 1 else tuple(found)
+
+
 # ------------------------------------------------------------------------- cumulative
 
 
@@ -286,7 +317,7 @@ def _cumulative(name, grad_fn, running, reference):
                      examples=(Example(((3, 4),), (1, None)), Example(((3, 4),), (0, None)),
                                Example(((2, 3, 4),), (2, None)), Example(((),), (0, None)))))
 
-    @op.publish(Names(function=(name,), method=(name,)))
+    @op.publish(Names(function=(name,), method=(name,), inplace=(f"{name}_",)))
     def cumulative(input, dim, *, dtype=None):
         return apply(op, input, attrs=(dim_index(dim, input.ndim), dtype))
     cumulative.__name__ = cumulative.__qualname__ = name

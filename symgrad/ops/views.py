@@ -8,7 +8,8 @@ node whose form is the step's own op, or its inverse, built in the IR.
 
 What a user sees of the layout follows from the steps too: ``is_contiguous`` (where a view's
 elements sit in its storage, symgrad.storage.in_order), ``contiguous`` (a copy when they are not in
-order) and ``t_`` (a tensor laid out again in place, symgrad.storage.relaid).
+order) and ``t_``, ``squeeze_``, ``unsqueeze_``, ``transpose_`` (a tensor laid out again in place,
+symgrad.storage.relaid).
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from symgrad.ir import indexing as IX
 from symgrad.ir.functions import equal, select
 from symgrad.nodes import LEAF, Node, lazy_leaf
 from symgrad.ops.registry import Names, Op
-from symgrad.ops.shape import CLONE, T_INPLACE, _piece_spec, clone
+from symgrad.ops.shape import (CLONE, RESHAPE_INPLACE, T_INPLACE, TRANSPOSE_INPLACE, _piece_spec, clone, squeezed,
+                                swapped, unsqueezed_shape, window_spec)
 from symgrad.storage import in_order, mark, relaid, root_of, storage_of
 from symgrad.tensor import record
 
@@ -59,6 +61,19 @@ def _diagonal_set(p, old, new, offset, axis1, axis2):
     return p.assign(select(on_diagonal, placed(new), old), shape, dtype, "diagonal_set")
 
 
+def _windows_set(p, old, new, dim, size, step):
+    """``old`` with the elements of ``unfold``'s windows replaced by ``new`` (one strided slice per
+    position in the window; where windows overlap, the later position's value is kept)."""
+    shape, view_shape = p.shape_of(old), p.shape_of(new)
+    if not shape or not size:
+        return p.reshape(new, shape) if size else old
+    count = view_shape[dim]
+    for j in range(size):
+        piece = p.index(new, tuple((1, 0, n, 1) for n in view_shape[:-1]) + ((1, j, j + 1, 1),))
+        old = IX.index_set(p, old, p.reshape(piece, view_shape[:-1]), window_spec(shape, dim, count, step, j))
+    return old
+
+
 def _build_write_back(p, node, old, new):
     """The base (``old``) with the view's values replaced by ``new``."""
     op, attrs = node.attrs
@@ -71,9 +86,9 @@ def _build_write_back(p, node, old, new):
         if any(item[2] != n for item, n in zip(spec, view_shape)):
             new = p.index(new, spec)
         return p.reshape(new, node.shape)
-    if op.name in ("reshape", "reshape_alias", "unsqueeze", "squeeze"):
+    if op.name in ("reshape", "reshape_alias", "unsqueeze", "squeeze", "reshape_"):
         return p.reshape(new, node.shape)
-    if op.name in ("permute", "transpose", "t", "t_"):
+    if op.name in ("permute", "transpose", "t", "t_", "transpose_"):
         perm = attrs[0]
         return p.permute(new, [perm.index(d) for d in range(len(perm))])
     if op.name == "index":
@@ -84,6 +99,8 @@ def _build_write_back(p, node, old, new):
         return IX.index_set(p, old, p.reshape(new, index_shape(node.shape, spec)), spec)
     if op.name == "diagonal":
         return _diagonal_set(p, old, new, *attrs[:3])
+    if op.name == "windows":
+        return _windows_set(p, old, new, *attrs)
     raise AssertionError(f"no write-back for the view op {op.name}")
 
 
@@ -113,6 +130,29 @@ def t_(input):
     writes); its version counts the change, as PyTorch's does."""
     if input.ndim > 2:
         raise RuntimeError(f"t_() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    return _relaid_in_place(input, T_INPLACE, (tuple(reversed(range(input.ndim))),))
+
+
+@RESHAPE_INPLACE.publish(Names(method=("squeeze_",)))
+def squeeze_(input, dim=None):
+    kept, given = squeezed(input, dim)
+    variant = 3 if given is None else 4 if isinstance(given, int) else 5
+    return _relaid_in_place(input, RESHAPE_INPLACE, (kept, f"SqueezeBackward{variant}"))
+
+
+@RESHAPE_INPLACE.publish(Names(method=("unsqueeze_",)))
+def unsqueeze_(input, dim: int):
+    return _relaid_in_place(input, RESHAPE_INPLACE, (unsqueezed_shape(input, dim), "UnsqueezeBackward1"))
+
+
+@TRANSPOSE_INPLACE.publish(Names(method=("transpose_", "swapaxes_", "swapdims_")))
+def transpose_(input, dim0: int, dim1: int):
+    return _relaid_in_place(input, TRANSPOSE_INPLACE, (swapped(input, dim0, dim1),))
+
+
+def _relaid_in_place(input, op, attrs):
+    """``input`` seen through the view ``op``, in place: it keeps its identity and its storage (its
+    views still see its writes); its version counts the change, as PyTorch's does."""
     node, grad = input._node, _grad_state.enabled
     root = root_of(input)
     if grad and node.requires_grad and node.op is LEAF:
@@ -125,12 +165,11 @@ def t_(input):
         cycle = _grad_state.cycle
     if cycle is not None:
         cycle.broken = True
-    step = (T_INPLACE, (tuple(reversed(range(input.ndim))),))
-    new = record(T_INPLACE, (node,), step[1])
+    new = record(op, (node,), attrs)
     if not grad and node.requires_grad and node.op is LEAF:  # a parameter transposed under no_grad stays one
         new = lazy_leaf(new, requires_grad=True)
     storage = storage_of(input)
-    relaid(input, step)
+    relaid(input, (op, attrs))
     mark(storage, node, new)
     input._rebind(new)
     storage.version += 1
