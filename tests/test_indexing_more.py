@@ -400,3 +400,21 @@ def test_what_each_backward_keeps_is_pytorchs(torch, name):
     """index_add and put keep the source, take and a whole median the tensor, index_put,
     masked_scatter and a median along an axis only their indices."""
     assert _refusals(symgrad, KEEPS[name]) == _refusals(torch, KEEPS[name])
+
+
+ZERO_DIM_ALONG = {  # PyTorch counts a 0-dim tensor as 1-dim in gather and scatter
+    "one-hot as the Transforms tutorial makes it": lambda T: T.zeros(10).scatter_(0, T.tensor(3), value=1),
+    "scatter a 0-dim source": lambda T: T.zeros(10).scatter(0, T.tensor(3), T.tensor(5.0)),
+    "scatter_add at a 0-dim index": lambda T: T.zeros(4).scatter_add(0, T.tensor(1), T.tensor(2.5)),
+    "scatter from a longer source": lambda T: T.zeros(3).scatter(0, T.tensor(1), T.tensor([7.0, 8.0])),
+    "gather at a 0-dim index": lambda T: T.arange(10.0).gather(0, T.tensor(3)),
+    "gather from a 0-dim input": lambda T: T.tensor(4.0).gather(0, T.tensor([0, 0])),
+}
+
+
+@pytest.mark.parametrize("name", list(ZERO_DIM_ALONG))
+def test_a_0d_index_or_input_counts_as_1d_in_gather_and_scatter(torch, name):
+    """Was: refused ("Index tensor must have the same number of dimensions"; tutorial sweep)."""
+    ours, theirs = (ZERO_DIM_ALONG[name](T) for T in (symgrad, torch))
+    assert tuple(ours.shape) == tuple(theirs.shape)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

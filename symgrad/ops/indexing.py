@@ -404,11 +404,16 @@ def _cut_to(p, x, shape, axis=None):
     return x if index_shape(have, spec) == tuple(have) else p.index(x, spec)
 
 
+def _as_1d(p, a):
+    """A 0-dim operand of gather or scatter as 1-dim (PyTorch's ``ensure_nonempty_dim``): a 1-dim
+    input takes a 0-dim index, and a 0-dim input a 1-dim index."""
+    return a if a.is_Number or p.shape_of(a) else p.reshape(a, (1,))
+
+
 def _build_gather(p, node, x, index):
     (axis,) = node.attrs
-    if not node.shape:  # 0-d: one element along an axis of its own
-        one = IX.gather(p, p.reshape(x, (1,)), p.reshape(index, (1,)), 0)
-        return p.reshape(one, ())
+    if len(node.inputs[0].shape) != len(node.shape) or not node.shape:
+        return p.reshape(IX.gather(p, _as_1d(p, x), _as_1d(p, index), 0), node.shape)
     return IX.gather(p, _cut_to(p, x, node.shape, axis), index, axis)
 
 
@@ -424,13 +429,13 @@ GATHER = register(Op("gather", "GatherBackward0", lambda nodes, axis: (nodes[1].
 def _check_along(name, input, dim, index, src=None):
     """PyTorch's gather/scatter checks: index dtype and rank, extents, and values in range."""
     _check_index_dtype(index, name)
-    if index.ndim != input.ndim:
+    if max(index.ndim, 1) != max(input.ndim, 1):
         raise RuntimeError(f"Index tensor must have the same number of dimensions as "
                            f"{'input' if name == 'gather' else 'self'} tensor")
     axis = dim_index(dim, input.ndim)
     too_big = any(i > n for d, (i, n) in enumerate(zip(index.shape, input.shape)) if d != axis)
     if src is not None:
-        if too_big or any(i > n for i, n in zip(index.shape, src.shape)):
+        if too_big or any(i > n for i, n in zip(index.shape or (1,), src.shape or (1,))):
             raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self {list(input.shape)} "
                                f"apart from dimension {axis} and to be no larger size than src {list(src.shape)}")
     elif too_big:
@@ -471,8 +476,7 @@ def take_along_dim(input, indices, dim=None):
 
 def _build_scatter(p, node, x, index, src):
     axis, how = node.attrs
-    if not node.shape:  # 0-d: one element along an axis of its own
-        x, index, src = (p.reshape(a, (1,)) if not a.is_Number else a for a in (x, index, src))
+    x, index, src = (_as_1d(p, a) for a in (x, index, src))
     if not src.is_Number:
         src = _cut_to(p, src, p.shape_of(index))
     return p.reshape(IX.scatter_along(p, x, index, src, axis, how), node.shape)
