@@ -141,6 +141,27 @@ def test_a_number_divided_by_a_tensor_rounds_as_pytorchs_reciprocal_times_the_nu
     np.testing.assert_array_equal(ours, theirs)
 
 
+SAME_OPERAND_OPS = ("atan2", "hypot", "div", "mul", "sub", "pow", "fmod", "remainder", "copysign", "maximum", "fmax",
+                    "logaddexp", "xlogy", "special.xlog1py", "ldexp", "float_power", "dist")
+
+
+@pytest.mark.parametrize("name", SAME_OPERAND_OPS)
+def test_one_tensor_as_both_operands_keeps_ieee_values(torch, name):
+    """Was: ``x / x`` in xlogy's and fmod's derivatives and ``x - x`` in dist folded by SymPy (the
+    gradient 1 or 0 at x = 0 or inf where PyTorch's is NaN; dist(x, x) 0 with an inf in x)."""
+    def run(T):
+        x = T.tensor([0.0, -0.0, 2.0, -1.5, math.inf, -math.inf, math.nan, 1e-30, 1e30], requires_grad=True)
+        f = T
+        for part in name.split("."):
+            f = getattr(f, part)
+        y = f(x, x)
+        y.sum().backward()
+        return y.detach().numpy(), x.grad.numpy()
+
+    for ours, theirs in zip(*_both(torch, run)):
+        _same(ours, theirs)
+
+
 MIXED_0D = {  # a wider 0-d tensor meets a narrower one; PyTorch casts it to the computation dtype first
     "16777217 - 16777216": lambda T, a, x: a - x,
     "fmax tie": lambda T, a, x: T.fmax(a, x),

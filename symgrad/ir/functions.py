@@ -472,7 +472,8 @@ class fmod(_RealFunction):
 
     def fdiff(self, argindex=1):
         a, b = self.args
-        return sp.S.One if argindex == 1 else -trunc(a / b)
+        # unevaluated: fmod(x, x)'s x / x is NaN at 0 and inf, not 1
+        return sp.S.One if argindex == 1 else -trunc(sp.Mul(a, sp.Pow(b, -1, evaluate=False), evaluate=False))
 
 
 class hypot(_RealFunction):
@@ -513,8 +514,8 @@ class xlogy(_RealFunction):
 
     def fdiff(self, argindex=1):
         x, y = self.args
-        if argindex == 2:
-            return x / y
+        if argindex == 2:  # unevaluated: xlogy(x, x)'s x / x is NaN at 0, not 1
+            return sp.Mul(x, sp.Pow(y, -1, evaluate=False), evaluate=False)
         if y.free_symbols:
             return select(equal(x, 0) * less_equal(y, 0), sp.S.Zero, sp.log(y))
         # a float's log: SymPy's log(0) is unsigned, log(-1) complex and log(-oo) oo

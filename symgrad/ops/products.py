@@ -239,7 +239,8 @@ def _build_dist(p, node, a, b):
     (ord,) = node.attrs
     dtype = node.dtype.name
     shape = broadcast_shapes(*(n.shape for n in node.inputs))
-    difference = p.materialize(p.astype(a, dtype) - p.astype(b, dtype), shape, dtype)
+    difference = p.materialize(ieee.unevaluated(lambda u, v: u - v, p.astype(a, dtype), p.astype(b, dtype)), shape,
+                               dtype)  # dist(x, x) is NaN where x is inf or NaN
     norm = _norm(p, difference, ord, tuple(range(len(shape))), False, shape, (), dtype)
     if ord != 0:
         return norm
