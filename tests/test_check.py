@@ -333,3 +333,15 @@ def test_command_line_checks_a_module_class(tmp_path):
     assert "fc.weight  symgrad vs torch" in result.stdout and "all engines agree" in result.stdout
     result = run([sys.executable, "-m", "symgrad", "check", f"{path}:NeedsWidth", "--arg", "x=f64[4,3]"])
     assert result.returncode == 2 and "cannot build NeedsWidth() with no arguments" in result.stderr
+
+
+def test_gradcheck_takes_pytorchs_switches():
+    """``fast_mode=...`` (the Fuse Conv and BatchNorm tutorial) raised TypeError; symgrad compares the
+    whole Jacobian either way, and refuses the switches whose checks it does not make."""
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a: a.sin(), (x,), fast_mode=True, nondet_tol=0.0)
+    assert torch.autograd.gradgradcheck(lambda a: (a ** 3).sum(), (x,), fast_mode=False)
+    with pytest.raises(NotImplementedError, match="check_forward_ad"):
+        torch.autograd.gradcheck(lambda a: a.sin(), (x,), check_forward_ad=True)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        torch.autograd.gradcheck(lambda a: a.sin(), (x,), bogus=1)

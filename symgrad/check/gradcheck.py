@@ -34,12 +34,32 @@ def _compare(function: ProgramFunction, arrays, wrt, eps, atol, rtol, what: str)
                     f"(atol={atol}, rtol={rtol}); {int(bad.sum())} of {bad.size} entries disagree")
 
 
+# PyTorch's switches of what its checks check, at their defaults.  ``fast_mode`` (a random projection of the
+# Jacobian) and ``nondet_tol`` (symgrad's programs are deterministic) change nothing here: the whole
+# Jacobian is compared.
+_CHECKS = {"nondet_tol": None, "fast_mode": None, "check_undefined_grad": True, "check_grad_dtypes": False,
+           "check_batched_grad": False, "check_batched_forward_grad": False, "check_forward_ad": False,
+           "check_backward_ad": True, "masked": None, "gen_non_contig_grad_outputs": False,
+           "check_fwd_over_rev": False, "check_rev_over_rev": True}
+
+
+def _refuse_other_checks(name: str, options: dict) -> None:
+    unknown = sorted(set(options) - set(_CHECKS))
+    if unknown:
+        raise TypeError(f"{name}() got an unexpected keyword argument '{unknown[0]}'")
+    other = [k for k, v in options.items() if _CHECKS[k] is not None and bool(v) != _CHECKS[k]]
+    if other:
+        raise NotImplementedError(f"{name}: {', '.join(other)} other than PyTorch's default is not supported by "
+                                  "symgrad")
+
+
 def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
-              raise_exception: bool = True) -> bool:
+              raise_exception: bool = True, **checks) -> bool:
     """True when ``fn``'s symbolic gradient matches central differences at ``inputs``.
 
     ``inputs`` is a tensor or a tuple of tensors/arrays; values are checked in float64.
     """
+    _refuse_other_checks("gradcheck", checks)
     inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
     wrt = _differentiable(inputs)
     arrays = [as_float64(x) for x in inputs]
@@ -53,12 +73,13 @@ def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float 
 
 
 def gradgradcheck(fn, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: float = 1e-5,
-                  rtol: float = 1e-3, raise_exception: bool = True, seed: int = 0) -> bool:
+                  rtol: float = 1e-3, raise_exception: bool = True, seed: int = 0, **checks) -> bool:
     """True when the gradient of ``fn``'s symbolic gradient matches central differences.
 
     The first-order gradient is the program symgrad derives; it is differentiated again
     symbolically w.r.t. the inputs and the output cotangents (random unless given).
     """
+    _refuse_other_checks("gradgradcheck", checks)
     inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
     wrt = _differentiable(inputs)
     arrays = [as_float64(x) for x in inputs]
