@@ -418,3 +418,21 @@ def test_a_0d_index_or_input_counts_as_1d_in_gather_and_scatter(torch, name):
     ours, theirs = (ZERO_DIM_ALONG[name](T) for T in (symgrad, torch))
     assert tuple(ours.shape) == tuple(theirs.shape)
     np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_index_add_out_of_range_raises_pytorchs_class(torch):
+    """PyTorch's kernels for a vector, or that scale the source (alpha != 1), raise IndexError; its
+    others RuntimeError (random-programs fuzzer: symgrad raised RuntimeError for both)."""
+    def errors(T):
+        found = []
+        for dim, shape, source in ((1, (3, 5), (3, 2)), (0, (5,), (2,)), (0, (5, 1), (2, 1))):
+            for alpha in (1, -2.5):
+                for index in ([5, 0], [-1, 0], [4, 0]):
+                    try:
+                        T.zeros(shape).index_add(dim, T.tensor(index), T.ones(source), alpha=alpha)
+                        found.append(None)
+                    except (IndexError, RuntimeError) as error:
+                        found.append((type(error).__name__, str(error).split(" [")[0]))
+        return found
+
+    assert errors(symgrad) == errors(torch)

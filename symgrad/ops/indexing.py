@@ -756,7 +756,11 @@ def index_add(input, dim, index, source, *, alpha=1):
                                         if d != axis):
         raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the specified dimension. "
                            f"Got self.shape = {list(input.shape)} source.shape = {list(source.shape)}")
-    _check_in_range(index, axis, input.shape[axis] if input.ndim else 1)
+    size = input.shape[axis] if input.ndim else 1
+    values = _values(index)
+    if (input.ndim <= 1 or alpha != 1) and values is not None and ((values < 0) | (values >= size)).any():
+        raise IndexError("index out of range in self")  # PyTorch's kernels for a vector, or that scale the source
+    _check_in_range(index, axis, size)
     return apply(PUT_AT, input, source, index, attrs=((axis,), "add", alpha, False, "IndexAddBackward0"))
 
 
