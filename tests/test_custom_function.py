@@ -296,3 +296,51 @@ def test_saved_tensors_are_freed_by_backward(torch):
             y.grad_fn.saved_tensors
         with pytest.raises(RuntimeError, match="backward through the graph a second time"):
             y.sum().backward()
+
+
+def nested(T, argument, seen):
+    """A Function whose backward calls another Function on what it saved (``argument`` picks which:
+    the input, a value computed from it, or a detached copy).  The inner one's backward is not the
+    true derivative (5x, where x**3 gives 3x**2), so a second derivative shows which was used."""
+    class Inner(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            seen.append(ctx.needs_input_grad)
+            return x ** 3
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (x,) = ctx.saved_tensors
+            return grad_output * 5 * x
+
+    class Outer(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (x,) = ctx.saved_tensors
+            return Inner.apply(argument(x)) * grad_output + x * grad_output
+    return Outer
+
+
+@pytest.mark.parametrize("argument", [lambda x: x, lambda x: x * 2 - 1, lambda x: x.detach()],
+                         ids=["saved input", "computed from it", "detached"])
+def test_a_function_called_by_a_backward_is_differentiated_by_its_own_backward(torch, argument):
+    """PyTorch saves the input itself, which requires grad, so the inner call records a node and a
+    second derivative goes through the inner backward (a detached copy stops it)."""
+    results = []
+    for T in (symgrad, torch):
+        seen = []
+        x = T.tensor(X, dtype=T.float64, requires_grad=True)
+        y = nested(T, argument, seen).apply(x)
+        (g,) = T.autograd.grad(y.sum(), x, create_graph=True)
+        (h,) = T.autograd.grad((g * g).sum(), x)
+        results.append((g.detach().numpy(), h.numpy(), seen[-1]))
+    (g, h, seen), (g_torch, h_torch, seen_torch) = results
+    close(g, g_torch, rtol=1e-12)
+    close(h, h_torch, rtol=1e-12)
+    assert seen == seen_torch

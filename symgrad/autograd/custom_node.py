@@ -66,8 +66,12 @@ class Structure:
         """The grad_fn name of the recorded gradient for tensor argument ``k`` (as PyTorch names a
         create_graph gradient: after the last op of the user's backward)."""
         position = self.gradients[k] if k < len(self.gradients) else -1
-        node = self.backward.order[position] if position >= 0 else None
-        grad_fn = grad_fn_of(node) if node is not None and self.backward.entries[position][0] is not None else None
+        if position < 0 or self.backward.entries[position][0] is None:
+            return "GradientBackward"
+        node = self.backward.order[position]
+        if node.op.name == "custom_function":  # another Function's output: its context names it
+            return f"{node.attrs[0].name}Backward"
+        grad_fn = grad_fn_of(node)
         return type(grad_fn).__name__ if grad_fn is not None else "GradientBackward"
 
     def lower_forward(self, p, inputs):
@@ -173,7 +177,7 @@ def custom_outputs(cls, ctx, args, declared, given, outputs, cotangents, returne
                            for o in outputs)
     captured = _captured(forward, len(firsts))
     try:
-        gradients = _checked(name, args, returned)
+        gradients = _checked(name, args, returned, ctx.needs_input_grad)
     except Exception as error:  # kept for the backward that reaches this call
         key = (cls, tuple(forward.entries), positions, differentiable, type(error), str(error))
         structure = _interned(key, lambda: Structure(cls.__name__, forward, positions, firsts, len(arguments), None, (),
@@ -200,9 +204,10 @@ def custom_outputs(cls, ctx, args, declared, given, outputs, cotangents, returne
     return tuple(results)
 
 
-def _checked(name: str, args, returned) -> list:
-    """The gradient node per argument (None where there is none) from what backward returned,
-    with PyTorch's errors; a gradient that broadcasts to its input is summed down to it."""
+def _checked(name: str, args, returned, needed) -> list:
+    """The gradient node per argument (None where there is none or none is ``needed``) from what
+    backward returned, with PyTorch's errors; a gradient that broadcasts to its input is summed
+    down to it."""
     if isinstance(returned, Exception):
         raise returned
     grads = returned if isinstance(returned, tuple) else (returned,)
@@ -212,14 +217,14 @@ def _checked(name: str, args, returned) -> list:
         raise RuntimeError(f"function {name} returned an incorrect number of gradients "
                            f"(expected {len(args)}, got {len(grads)})")
     nodes = []
-    for k, (g, a) in enumerate(zip(grads, args)):
+    for k, (g, a, wanted) in enumerate(zip(grads, args, needed)):
         if not isinstance(a, Tensor):
             if g is not None:
                 raise RuntimeError(f"function {name} returned a gradient different than None at position {k + 1}, "
                                    f"but the corresponding forward input was not a Variable")
             nodes.append(None)
             continue
-        if g is None or not a.requires_grad:
+        if g is None or not wanted:
             nodes.append(None)
             continue
         if not isinstance(g, Tensor):

@@ -1,8 +1,7 @@
 # PyTorch's "Double Backward with Custom Functions" tutorial: Square saving an input, Exp saving
 # its output, Sinh returning its intermediate results as outputs, SinhBad keeping them on ctx
-# (only its first derivative is checked), each checked by gradcheck and gradgradcheck.  The
-# tutorial's last example, Cube whose backward applies a custom Function CubeBackward, is left
-# out: symgrad's second derivative through it is 0 (PyTorch's 6x).
+# (only its first derivative is checked), and Cube whose backward applies another custom
+# Function, CubeBackward, each checked by gradcheck and gradgradcheck.
 import torch
 
 
@@ -109,3 +108,51 @@ grad_x, = torch.autograd.grad(out.sum(), x, create_graph=True)
 grad_grad_x, = torch.autograd.grad(grad_x.sum(), x)
 print(grad_x, grad_grad_x, torch.sinh(x))
 print(torch.autograd.gradcheck(SinhBad.apply, x))
+
+
+# When backward is not tracked: CubeBackward's own backward gives the second derivative.
+def cube_forward(x):
+    return x**3
+
+def cube_backward(grad_out, x):
+    return grad_out * 3 * x**2
+
+def cube_backward_backward(grad_out, sav_grad_out, x):
+    return grad_out * sav_grad_out * 6 * x
+
+def cube_backward_backward_grad_out(grad_out, x):
+    return grad_out * 3 * x**2
+
+class Cube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return cube_forward(x)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        x, = ctx.saved_tensors
+        return CubeBackward.apply(grad_out, x)
+
+class CubeBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, grad_out, x):
+        ctx.save_for_backward(x, grad_out)
+        return cube_backward(grad_out, x)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        x, sav_grad_out = ctx.saved_tensors
+        dx = cube_backward_backward(grad_out, sav_grad_out, x)
+        dgrad_out = cube_backward_backward_grad_out(grad_out, x)
+        return dgrad_out, dx
+
+x = torch.tensor(2., requires_grad=True, dtype=torch.double)
+
+print(torch.autograd.gradcheck(Cube.apply, x))
+print(torch.autograd.gradgradcheck(Cube.apply, x))
+
+out = Cube.apply(x)
+grad_x, = torch.autograd.grad(out, x, create_graph=True)
+grad_grad_x, = torch.autograd.grad(grad_x, x)
+print(grad_x, grad_grad_x)
