@@ -163,10 +163,11 @@ def _rebuild_tensor(storage, storage_offset, size, stride, requires_grad, backwa
 
 
 def _rebuild_parameter(data, requires_grad, backward_hooks):
-    """``torch._utils._rebuild_parameter``: an ``nn.Parameter`` loads as a leaf tensor."""
+    """``torch._utils._rebuild_parameter``: an ``nn.Parameter`` (a whole pickled module's, or one
+    saved alone) loads as one, as PyTorch's does; its hooks are not kept."""
     if not isinstance(data, Tensor):
         raise TypeError(f"a parameter's data is a {type(data).__name__}, not a tensor")
-    return data.requires_grad_(requires_grad is True)
+    return Parameter(data, requires_grad is True)
 
 
 def _strided(storage, offset, size: tuple, stride: tuple) -> np.ndarray:

@@ -32,7 +32,7 @@ def _described(t) -> dict:
         grad = t.grad
     return {"values": t.detach().numpy().tolist(), "numpy dtype": str(t.detach().numpy().dtype),
             "dtype": str(t.dtype), "shape": tuple(t.shape), "requires_grad": t.requires_grad,
-            "is_leaf": t.is_leaf, "has grad_fn": t.grad_fn is not None,
+            "is_leaf": t.is_leaf, "has grad_fn": t.grad_fn is not None, "class": type(t).__name__,
             "grad": None if grad is None else grad.numpy().tolist()}
 
 
@@ -291,6 +291,18 @@ def test_weights_only_false_builds_other_objects_as_pytorch(torch, tmp_path):
     ours = symgrad.load(tmp_path / "other.pt", weights_only=False)
     theirs = torch.load(tmp_path / "other.pt", weights_only=False)
     _assert_same(ours, theirs)
+
+
+def test_a_whole_pickled_module_loads_with_its_parameters(torch, tmp_path):
+    """``torch.save(model)`` then ``torch.load(..., weights_only=False)`` (the Save and Load
+    tutorial): the module's parameters come back as Parameters, with their values."""
+    torch.manual_seed(0)
+    torch.save(torch.nn.Linear(3, 2), tmp_path / "model.pt")
+    ours = symgrad.load(tmp_path / "model.pt", weights_only=False)
+    theirs = torch.load(tmp_path / "model.pt", weights_only=False)
+    for name in ("weight", "bias"):
+        _assert_same(getattr(ours, name), getattr(theirs, name))
+    assert [n for n, _ in ours.named_parameters()] == ["weight", "bias"]
 
 
 def _damaged(path, how) -> bytes:

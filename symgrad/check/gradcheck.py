@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from symgrad import creation, dtypes
 from symgrad.check.traced import ProgramFunction, as_float64, trace, vjp_function
 from symgrad.tensor import Tensor
 
@@ -73,7 +74,7 @@ def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float 
 
 
 def gradgradcheck(fn, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: float = 1e-5,
-                  rtol: float = 1e-3, raise_exception: bool = True, seed: int = 0, **checks) -> bool:
+                  rtol: float = 1e-3, raise_exception: bool = True, **checks) -> bool:
     """True when the gradient of ``fn``'s symbolic gradient matches central differences.
 
     The first-order gradient is the program symgrad derives; it is differentiated again
@@ -84,11 +85,11 @@ def gradgradcheck(fn, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: flo
     wrt = _differentiable(inputs)
     arrays = [as_float64(x) for x in inputs]
     function = trace(fn, arrays, wrt)
-    rng = np.random.default_rng(seed)
+    if grad_outputs is None:
+        grad_outputs = _drawn_cotangents(fn, inputs)
     try:
-        for output, shape in enumerate(function.output_shapes):
-            cotangent = (as_float64(grad_outputs[output]) if grad_outputs is not None
-                         else rng.standard_normal(shape))
+        for output in range(len(function.output_shapes)):
+            cotangent = as_float64(grad_outputs[output])
             second = vjp_function(function, output, wrt)
             _compare(second, [*arrays, cotangent], [*wrt, len(arrays)], eps, atol, rtol, "gradgradcheck")
     except GradcheckError:
@@ -96,3 +97,13 @@ def gradgradcheck(fn, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: flo
             raise
         return False
     return True
+
+
+def _drawn_cotangents(fn, inputs) -> list:
+    """PyTorch's default cotangents: ``fn``'s outputs on the inputs (PyTorch calls it too), then one
+    draw per output, uniform in [-1, 1) in its dtype, from the global generator (as
+    ``torch.testing.make_tensor`` draws them): numbers drawn afterwards are PyTorch's too."""
+    outputs = fn(*[x if isinstance(x, Tensor) else creation.tensor(x) for x in inputs])
+    outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    return [creation.empty(o.shape, dtype=o.dtype if o.dtype.is_floating_point else dtypes.float64).uniform_(-1, 1)
+            for o in outputs]
