@@ -328,6 +328,22 @@ class JaxPrinter(StrPrinter):
             axis += kind != 2
         return f"{x}[{_dynamic_parts(spec)[2]}]"
 
+    def _dynamic_set(self, x, v, spec):
+        """x with v written at an index whose starts are inputs: the window the index lies in, cut
+        with a dynamic slice, written at the static rest, and put back with a dynamic update."""
+        starts, sizes, axis = [], [], 0
+        for item in spec:
+            kind = int(item[0])
+            if kind == 2:
+                continue
+            starts.append(self._print(item[1]) if kind > 2 else "0")
+            sizes.append("1" if kind == 4 else str(int(item[2])) if kind == 3 else f"{x}.shape[{axis}]")
+            axis += 1
+        starts = f"({', '.join(starts)},) + (0,) * ({x}.ndim - {axis})"
+        sizes = f"({', '.join(sizes)},) + {x}.shape[{axis}:]"
+        window = f"jax.lax.dynamic_slice({x}, {starts}, {sizes}).at[{_dynamic_parts(spec)[2]}].set({v})"
+        return f"jax.lax.dynamic_update_slice({x}, {window}, {starts})"
+
     def _print_StopGradient(self, expr):
         return f"jax.lax.stop_gradient({self._print(expr.args[0])})"
 

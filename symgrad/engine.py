@@ -125,7 +125,8 @@ def _numbers_of(walk: Walk):
             moving = moving_starts(node)
             if moving:
                 starts.append((i, (node.op, moving[0], *walk.entries[i][2:]), moving[1]))
-                if walk.is_input(walk.index[node.inputs[0]]) and any(item[0] == 1 for item in moving[0][0]):
+                sliced = node.op.view and any(item[0] == 1 for item in moving[0][0])
+                if sliced and walk.is_input(walk.index[node.inputs[0]]):
                     batches.add(i)
     return floats + starts, batches
 

@@ -168,7 +168,7 @@ def _typed(input_node, consumer) -> str:
 
 def moving_starts(node):
     """(the op's attributes with the starts a program may take as inputs erased, their values), or
-    None: an indexing's (ops.shape.MovingStarts)."""
+    None: an indexing's (symgrad.ops.moving_starts)."""
     starts = node.op.starts
     return None if starts is None else starts.erase(node.attrs, node.inputs[0].shape)
 

@@ -410,6 +410,38 @@ def test_slices_and_integers_at_moving_offsets_compile_once(torch, name):
         assert compiles[5] == compiles[0 if name in ("rows", "a window") else 1], compiles[:6]
 
 
+def _written_at_moving_positions(T, w, k):
+    i, j = k % 3, (k * 5) % 4
+    onehot = T.zeros(2, 3, 4)
+    onehot[1][i][j] = 1  # the char-RNN tutorial's one-hot: an int written into a view of a view
+    x = w * 2
+    x[i] = w[(i + 1) % 3] * 3  # a row written with history
+    x[:, j] = -1.0
+    x[i, 1:3] = w[0, :2]
+    x[i:i + 1, [0, 3]] = 5.0  # a moving slice beside an advanced index
+    return (x * onehot[1]).sum() + (x ** 2).sum(), onehot
+
+
+def test_writes_at_moving_positions_compile_once(torch):
+    """``x[i] = v``, ``x[0][i] = 1``, ``x[i:i + 1, idx] = v`` with a new ``i`` each step: values and
+    gradients PyTorch's at every step (second derivatives in the first steps), and the write's start
+    an input of the step's programs once the loop settles (the char-RNN tutorial compiled a
+    program per letter)."""
+    steps, compiles = {}, []
+    for T in (symgrad, torch):
+        w, steps[T] = T.tensor(np.linspace(-1, 1, 12).reshape(3, 4), dtype=T.float32, requires_grad=True), []
+        for k in range(10):
+            y, onehot = _written_at_moving_positions(T, w, k)
+            (g,) = T.autograd.grad(y, w, create_graph=k < 2)
+            results = [y, g, onehot] + ([T.autograd.grad((g * g).sum(), w)[0]] if k < 2 else [])
+            steps[T].append([t.detach().numpy().copy() for t in results])
+            compiles.append(codegen.stats.compiles)
+    for ours, theirs in zip(steps[symgrad], steps[torch]):
+        for a, b in zip(ours, theirs):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert compiles[9] == compiles[6], compiles[:10]
+
+
 def test_indices_drawn_from_an_array_with_one_out_of_bounds(torch):
     """``x[order[i:i + 4]]`` with one bad index in ``order``: the batches without it index as usual
     (the bounds are checked on ``order`` first, then on the batch), the one with it raises

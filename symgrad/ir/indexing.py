@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from symgrad.ir.functions import Structural, broadcast_shapes, index_text
+from symgrad.ir.functions import Structural, broadcast_shapes, index_text, is_dynamic
 
 
 def _ints(tup) -> tuple[int, ...]:
@@ -159,6 +159,8 @@ class IndexSet(Structural):
 
     def _jax_source(self, printer):
         x, v = (printer._print(a) for a in self.args[:2])
+        if is_dynamic(self.args[2]):
+            return printer._dynamic_set(x, v, self.args[2])
         return f"{x}.at[{index_text(self.args[2])}].set({v})"
 
 

@@ -24,6 +24,7 @@ from symgrad.ir import broadcast_shapes, ieee, index_shape, python_index, select
 from symgrad.ir import indexing as IX
 from symgrad.nodes import CONST, LEAF, leaf
 from symgrad.ops.dims import dim_index
+from symgrad.ops.moving_starts import SpecStarts
 from symgrad.ops.positions import positions
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.ops.shape import INDEX, refuse_expand
@@ -313,7 +314,7 @@ def _reference_put(x, v, *args):
     return x.at[basic].set(view)
 
 
-PUT = register(Op("put", lambda nodes, spec, axes, name: name, _infer_put, _build_put, saves=False,
+PUT = register(Op("put", lambda nodes, spec, axes, name: name, _infer_put, _build_put, saves=False, starts=SpecStarts,
                   reference=_reference_put, torch_fn=_torch_put,
                   examples=(Example(((5, 3), (1, 3), (1,)), ((), (0,), "IndexPutBackward0")),
                             Example(((3, 5), (1,), (1,)), (((0, 1),), (0,), "CopySlices")),

@@ -53,7 +53,7 @@ class Op:
     elementwise: bool = False  # its form takes numbers for arrays (constants fold); others need arrays
     view: bool = False  # its result shares its first input's storage (symgrad.storage), as PyTorch's views
     selects: bool = False  # its result's elements are elements of its first input (as a view's are)
-    starts: Any = None  # its integer attributes a program may take as inputs (ops.shape.MovingStarts)
+    starts: Any = None  # its integer attributes a program may take as inputs (symgrad.ops.moving_starts)
     # its form depends on the values of its Python-number operands (pow's sqrt at 0.5, xlogy's mask):
     # they stay baked into its programs, never inputs that change (symgrad.engine._numbers_of)
     reads_numbers: bool = False

@@ -15,6 +15,7 @@ from symgrad.ir import index_shape, python_index
 from symgrad.ir import indexing as IX
 from symgrad.nodes import leaf
 from symgrad.ops.dims import dim_index, normalize_dims
+from symgrad.ops.moving_starts import SpecStarts
 from symgrad.ops.refusals import refused
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.storage import in_order, viewable
@@ -159,39 +160,8 @@ def _index_name(nodes, spec):
     return name
 
 
-class MovingStarts:
-    """The starts of an indexing that a program may take as int inputs: each integer, and each slice
-    of step 1 narrower than its axis.  A batch sliced at a moving offset (``X[i:i + 32]``) is then
-    one program bound to each offset (symgrad.engine), not one program compiled per offset."""
-
-    @staticmethod
-    def erase(attrs, shape):
-        """(``attrs`` with those starts erased, their values), or None when it has none; ``shape``:
-        the indexed tensor's."""
-        spec, erased, values, d = attrs[0], [], [], 0
-        for item in spec:
-            if item[0] == 0:
-                erased.append((0, None))
-                values.append(item[1])
-            elif item[0] == 1 and item[3] == 1 and 0 < item[2] - item[1] < shape[d]:
-                erased.append((1, None, item[2] - item[1], 1))
-                values.append(item[1])
-            else:
-                erased.append(item)
-            d += item[0] != 2
-        return ((tuple(erased),), tuple(values)) if values else None
-
-    @staticmethod
-    def build(p, node, x, starts):
-        """The indexing with ``starts`` (int inputs) in place of the erased values."""
-        starts, spec = iter(starts), []
-        for item, erased in zip(node.attrs[0], MovingStarts.erase(node.attrs, node.inputs[0].shape)[0][0]):
-            spec.append(item if erased is item else (4, next(starts)) if item[0] == 0 else (3, next(starts), erased[2]))
-        return p.index(x, spec)
-
-
 INDEX = register(Op("index", _index_name, lambda nodes, spec: (index_shape(nodes[0].shape, spec), nodes[0].dtype),
-                    lambda p, node, x: p.index(x, node.attrs[0]), saves=False, view=True, starts=MovingStarts,
+                    lambda p, node, x: p.index(x, node.attrs[0]), saves=False, view=True, starts=SpecStarts,
                     reference=lambda x, spec: x[python_index(spec)],
                     torch_fn=lambda t, x, spec: x[python_index(spec)],
                     examples=(Example(((3, 4, 5),), (((0, 1),),)), Example(((3, 4, 5),), (((1, 0, 3, 1), (0, 2)),)),

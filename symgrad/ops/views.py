@@ -20,6 +20,7 @@ from symgrad.ir import index_shape
 from symgrad.ir import indexing as IX
 from symgrad.ir.functions import equal, select
 from symgrad.nodes import LEAF, Node, lazy_leaf
+from symgrad.ops.moving_starts import StepStarts
 from symgrad.ops.registry import Names, Op
 from symgrad.ops.shape import (CLONE, RESHAPE_INPLACE, T_INPLACE, TRANSPOSE_INPLACE, _piece_spec, clone, squeezed,
                                 swapped, unsqueezed_shape, window_spec)
@@ -42,7 +43,7 @@ def _infer_view(nodes, op, attrs):
     return op.infer(nodes, *attrs)
 
 
-VIEW_OF = Op("view_of", "AsStridedBackward0", _infer_view, _build_view, saves=False)
+VIEW_OF = Op("view_of", "AsStridedBackward0", _infer_view, _build_view, saves=False, starts=StepStarts)
 
 
 def _diagonal_set(p, old, new, offset, axis1, axis2):
@@ -105,7 +106,7 @@ def _build_write_back(p, node, old, new):
 
 
 WRITE_BACK = Op("write_back", "CopySlices", lambda nodes, op, attrs: (nodes[0].shape, nodes[0].dtype),
-                _build_write_back, saves=False)
+                _build_write_back, saves=False, starts=StepStarts)
 
 
 # ------------------------------------------------------------------ layout
