@@ -15,6 +15,8 @@ Nothing here differentiates: the program is the symbolic backward the front end 
 from __future__ import annotations
 
 import threading
+from itertools import repeat
+from operator import is_
 
 import jax
 import jax.numpy as jnp
@@ -64,7 +66,7 @@ class Loop:
             arrays = self.fills[signature] = {k: filled(shape, v, dtype) for k, (shape, v, dtype) in fills.items()}
         fills = arrays
         if len(outside) == LENGTH:
-            invariant = tuple(all(a[j] is outside[0][j] for a in outside) for j in range(len(outside[0])))
+            invariant = tuple([all(map(is_, column, repeat(column[0]))) for column in zip(*outside)])
             key = (signature, invariant)
             scan = self.scans.get(key, 0)
             if scan == 0:

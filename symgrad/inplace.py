@@ -266,7 +266,7 @@ def replayed_write(cycle, tensor: Tensor, result: Tensor) -> bool:
     """``tensor`` takes ``result`` in a replayed step (``cycle``, symgrad.replaying), cast to its
     dtype first where the trace casts it (a float32 state updated with a float64 result, as PyTorch
     keeps the state's dtype); False when the cycle fell back (the usual path writes ``result``)."""
-    if cycle.writes_into(tensor, result):
+    if cycle.write(tensor, result, True):
         return True
     if _grad_state.cycle is not cycle:
         return False

@@ -435,7 +435,7 @@ class Chain:
         """The program run from ``state`` for each cycle's outside arrays (nodes or arrays): the
         cycles' roots and the state after them."""
         with deferred.on_arrays():
-            arrays = [tuple([_array(node) for node in outside]) for outside in outsides]
+            arrays = [tuple(map(_array, outside)) for outside in outsides]
             return self.replayer.loop.run(self.signature, self.replayer.fills(self.signature),
                                           [_array(s) for s in state], arrays)
 
@@ -630,13 +630,14 @@ class Replayer:
         """Whether ``a`` (not a result of this cycle) is what ``ref`` names, as an operand or as the
         target of a write: a float of the cycle, a constant number, an outside tensor's slot, a
         tensor written at a position of the cycle, or a constant node."""
-        cls, rcls = a.__class__, ref.__class__
+        rcls = ref.__class__
         if rcls is tuple:
             slot, captured = ref[0], self.captured
-            if slot < len(captured):
+            count = len(captured)
+            if slot < count:
                 return captured[slot] is a
             before = self.before
-            if slot < len(before) and before[slot] is a and slot == len(captured):
+            if slot == count and slot < len(before) and before[slot] is a:
                 # the tensor this slot took last cycle: what ``_capture`` asks of the object itself holds
                 # still; what it asks of this cycle is asked again.  While every slot came so (``taken``
                 # None) it is in no other slot: last cycle's tensors were distinct (and a tensor written
@@ -653,6 +654,7 @@ class Replayer:
                         captured.append(a)
                         return True
             return self._capture(a, ref)
+        cls = a.__class__
         if cls in _NUMBERS:
             if rcls is Number:
                 if cls is not float or ref.dtype is not _default_float[0]:
@@ -799,28 +801,28 @@ class Replayer:
             tensor.__class__ = carried_class(carry.cls)
         return carry
 
-    def write(self, tensor, source) -> bool:
+    def write(self, tensor, source, cast_first=False) -> bool:
         """``tensor``'s in-place write of the Traced ``source`` replayed; False when off the trace.
-        A result of this cycle written in place (``sqrt().add_(eps)``) just names the write."""
+        A result of this cycle written in place (``sqrt().add_(eps)``) just names the write.  With
+        ``cast_first``, False still on the trace when its next entry is no write (an optimizer's
+        state of another dtype than its update's result: the caller casts it first, then writes)."""
         i = self.cursor
         entry = self.entries[i]
+        if entry[0] is not WRITE and cast_first:
+            return False
         if (entry[0] is WRITE and source.__class__ is Traced and source._record is self.record
                 and source._position == entry[2] and _grad_state.changes == self.mark):
             if tensor.__class__ is Traced:
                 if tensor._record is self.record and tensor._position == entry[1] and not entry[3]:
                     tensor._position, self.cursor = i, i + 1
                     return True
-            elif (tensor._view is None and not tensor._inference and not (_grad_state.enabled and entry[3])
-                    and (tensor._storage is None or not _shares(tensor)) and not (self.views and self._viewed(tensor))
+            elif (tensor._view is None and not tensor._inference and not (entry[3] and _grad_state.enabled)
+                    and (tensor._storage is None or len(tensor._storage.members) == 1 or not _shares(tensor))
+                    and not (self.views and self._viewed(tensor))
                     and self._takes(tensor, entry[1]) and self._wrote(tensor, entry[4], None, i)):
                 return True
         self.fall_back()
         return False
-
-    def writes_into(self, tensor, source) -> bool:
-        """``write``, when the trace's next entry is a write; else False, still on the trace (an
-        optimizer's state of another dtype than its update's result: the caller casts it first)."""
-        return self.entries[self.cursor][0] is WRITE and self.write(tensor, source)
 
     def fill(self, tensor, value) -> bool:
         """``tensor.fill_(value)`` without history replayed; False when off the trace."""
@@ -830,8 +832,11 @@ class Replayer:
                 and isinstance(tensor, Tensor) and tensor._view is None and not tensor._inference):
             kind = _raw(tensor, Tensor).kind
             if (kind is not None and not (kind.requires_grad and _grad_state.enabled)
-                    and (tensor._storage is None or not _shares(tensor)) and not (self.views and self._viewed(tensor))
-                    and self._fills_with(i, value, kind.dtype) and self._takes(tensor, entry[1])
+                    and (tensor._storage is None or len(tensor._storage.members) == 1 or not _shares(tensor))
+                    and not (self.views and self._viewed(tensor))
+                    and (self.filled.get(i) == (value.__class__, value, kind.dtype) and value.__class__ is not float
+                         or self._fills_with(i, value, kind.dtype))  # (the first half: ``_fills_with``'s glance)
+                    and self._takes(tensor, entry[1])
                     and self._wrote(tensor, self.fill_kinds[i][kind.requires_grad], entry[3], i)):
                 return True
         self.fall_back()
@@ -890,7 +895,8 @@ class Replayer:
                 self.fall_back()
                 return False
             for j in self.added:  # a view or a detached alias of a .grad sees the backward add into it
-                if _shares(owners[j]._grad):
+                storage = owners[j]._grad._storage
+                if storage is not None and len(storage.members) > 1 and _shares(owners[j]._grad):
                     self.fall_back()
                     return False
             made = self.made
@@ -1550,8 +1556,14 @@ def _gradient_state(tensor) -> int:
 
 def _shares(tensor) -> bool:
     """Whether another live tensor (a view, a detached alias) shares ``tensor``'s storage: a write
-    must then reach it (``inplace.assign``), which a replayed write does not do."""
+    must then reach it (``inplace.assign``), which a replayed write does not do.  (A replayed write
+    and fill spell its first test out: every tensor written has a storage, for its version, mostly
+    of one member, and the call cost more than the test.)"""
     storage = tensor._storage
     if storage is None or len(storage.members) == 1:
         return False
-    return sum(member() is not None for member in storage.members) > 1
+    members = storage.members
+    alive = [member for member in members if member() is not None]
+    if len(alive) < len(members):  # the dead let go: a tensor detached once is not counted again every step
+        members[:] = alive
+    return len(alive) > 1
