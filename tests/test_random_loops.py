@@ -29,7 +29,9 @@ from symgrad import replaying
 
 STEPS = 40  # enough for replay to start (two equal traces) and for a chain to run as a scan (32 cycles)
 TOLERANCE = dict(rtol=2e-4, atol=2e-5)
-FLOAT64_TOLERANCE = dict(rtol=1e-7, atol=1e-9)
+# float64 runs agree to rounding noise, which an optimizer that normalizes its step (Adagrad, Adam) lifts
+# to ~1e-7 where a gradient is 0 in exact arithmetic (a LayerNorm's bias before a BatchNorm)
+FLOAT64_TOLERANCE = dict(rtol=1e-7, atol=1e-6)
 
 ACTIVATIONS = ["T.tanh({})", "T.relu({})", "T.sigmoid({})", "F.softplus({})", "({}).clamp(-1.0, 1.0)",
                "F.leaky_relu({}, 0.1)", "F.gelu({})", "({}).tanh()", "({}).tanh_()", "F.relu({}, inplace=True)"]
