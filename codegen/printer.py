@@ -15,7 +15,7 @@ from symgrad.ir import functions as F
 # SymPy or IR head name -> JAX function applied to the printed arguments.
 ELEMENTWISE = {
     "exp": "jnp.exp", "log": "jnp.log", "sin": "jnp.sin", "cos": "jnp.cos", "tan": "jnp.tan",
-    "tanh": "jnp.tanh", "sinh": "jnp.sinh", "cosh": "jnp.cosh", "atan": "jnp.arctan",
+    "tanh": "rounded_tanh", "sinh": "jnp.sinh", "cosh": "jnp.cosh", "atan": "jnp.arctan",
     "Abs": "jnp.abs", "log1p": "jnp.log1p", "expm1": "jnp.expm1",
     "sigmoid": "jax.nn.sigmoid", "softplus": "jax.nn.softplus", "relu": "jax.nn.relu",
     "erf": "jax.scipy.special.erf", "log2": "jnp.log2", "log10": "jnp.log10", "exp2": "jnp.exp2",

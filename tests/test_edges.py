@@ -72,6 +72,32 @@ def test_bce_values_and_both_gradients_at_and_near_0_and_1(torch, p, y):
         _same(a, b, rtol=2e-6)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_tanh_saturates_where_pytorchs_does(torch, dtype):
+    """XLA's float32 tanh is exactly 1 from |x| >= 8 (PyTorch's from 9.01), so a saturated unit's
+    gradient was 0 where PyTorch's is ~5e-7; and an ulp off in ~40% of inputs.  Values and
+    gradients of tanh, gelu(approximate='tanh') and mish over a sweep that crosses saturation."""
+    sweep = np.concatenate([np.linspace(-10, 10, 2001), [0.0, -0.0, 1e-30, 20.0, INF, -INF, NAN]])
+    functions = [lambda T, x: T.tanh(x), lambda T, x: T.nn.functional.gelu(x, approximate="tanh"),
+                 lambda T, x: T.nn.functional.mish(x)]
+    results = {}
+    for T in (symgrad, torch):
+        x = T.tensor(sweep, dtype=getattr(T, dtype), requires_grad=True)
+        ys = [f(T, x) for f in functions]
+        grads = T.autograd.grad(ys[0].sum(), x)[0]
+        results[T] = [y.detach().double().numpy() for y in ys] + [grads.double().numpy()]
+    (tanh, gelu, mish, grad), (t_tanh, t_gelu, t_mish, t_grad) = results[symgrad], results[torch]
+    if dtype == "float32":  # saturated exactly where PyTorch's is; 1 - tanh**2 within an ulp of 1
+        saturated = np.abs(sweep) >= 7.5
+        np.testing.assert_array_equal(tanh[saturated], t_tanh[saturated])
+        np.testing.assert_array_equal(grad[saturated], t_grad[saturated])
+    np.testing.assert_array_equal(np.signbit(tanh[:-1]), np.signbit(t_tanh[:-1]))  # (a NaN's sign: not IEEE's)
+    # 1 - tanh**2 and 1 + tanh near saturation are an ulp of 1 apart at most: absolute tolerances
+    tolerance = {"float32": (1e-6, 2.4e-7), "float64": (1e-14, 1e-15), "float16": (1e-3, 1e-3)}[dtype]
+    for ours, theirs, scale in ((tanh, t_tanh, 1), (grad, t_grad, 1), (gelu, t_gelu, 10), (mish, t_mish, 10)):
+        _same(ours, theirs, tolerance[0], tolerance[1] * scale)  # (gelu and mish: x times such a difference)
+
+
 def test_logistic_regression_on_large_inputs_stays_pytorchs_step_by_step(torch):
     """Was: a 30-step logistic regression on inputs scaled by 10 ended with every weight NaN."""
     rng = np.random.default_rng(0)

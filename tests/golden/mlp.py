@@ -2,11 +2,17 @@ import jax
 import jax.numpy as jnp
 
 
+def rounded_tanh(x):
+    """tanh, in float64 for a narrower float and rounded once (XLA's float32 tanh saturates early)."""
+    x = jnp.asarray(x)
+    return jnp.tanh(x) if x.dtype == jnp.float64 else jnp.tanh(x.astype(jnp.float64)).astype(x.dtype)
+
+
 def forward_backward(y, b_out, W_out, b_hidden, W_hidden, x):
     permute = jnp.transpose(W_hidden, (1, 0))
     matmul = jnp.matmul(x, permute)
     linear = b_hidden + matmul
-    tanh = jnp.tanh(linear)
+    tanh = rounded_tanh(linear)
     permute_1 = jnp.transpose(W_out, (1, 0))
     matmul_1 = jnp.matmul(tanh, permute_1)
     linear_1 = b_out + matmul_1
