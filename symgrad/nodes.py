@@ -83,6 +83,7 @@ def set_aside(node: Node, inputs: tuple) -> None:
                 del aside[key]
         if len(aside) >= MAX_ASIDE:
             aside.clear()
+    aside.pop(id(node), None)  # a dead node's id keeps its place in the dict: the new node goes last
     aside[id(node)] = weakref.ref(node)
 
 

@@ -131,6 +131,26 @@ def test_an_intermediate_kept_on_ctx_and_read_later_leaves_the_recorded_graph_wh
         close(a, b)
 
 
+def test_a_node_with_a_dead_nodes_id_is_set_aside_in_recording_order():
+    """A dict keeps a reused key where it was first put: a node given a dead node's id came first
+    among the results set aside, the same step's program got its outputs in another order, another
+    cache key and a second compile (test_carried_values' weight_average, now and then in CI)."""
+    from symgrad import nodes
+    w = symgrad.tensor(X, requires_grad=True)._node
+    with symgrad.no_grad():
+        first, second = (symgrad.tensor(X) * 2)._node, (symgrad.tensor(X) * 3)._node
+    saved = dict(nodes.aside)
+    nodes.aside.clear()
+    try:
+        nodes.aside[id(second)] = lambda: None  # a dead node's weak reference, under the id second now has
+        nodes.set_aside(first, (w,))
+        nodes.set_aside(second, (w,))
+        assert nodes.taken_aside() == [first, second]
+    finally:
+        nodes.aside.clear()
+        nodes.aside.update(saved)
+
+
 def test_a_dead_nodes_id_does_not_set_a_new_node_aside():
     """``nodes.aside`` is keyed by id, which a new node can share with a dead one."""
     from symgrad import nodes
