@@ -29,7 +29,8 @@ ELEMENTWISE = {
 }
 
 DTYPES = {"float16": "jnp.float16", "float32": "jnp.float32", "float64": "jnp.float64",
-          "int32": "jnp.int32", "int64": "jnp.int64", "bool": "jnp.bool_"}
+          "uint8": "jnp.uint8", "int8": "jnp.int8", "int16": "jnp.int16", "int32": "jnp.int32", "int64": "jnp.int64",
+          "bool": "jnp.bool_"}
 
 
 def _axes(tup) -> str:

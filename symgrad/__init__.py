@@ -14,13 +14,13 @@ _jax.config.update("jax_enable_x64", True)
 
 from symgrad import ir  # noqa: E402  (the IR first: codegen imports it)
 from symgrad.dtypes import (Size, bool_ as bool, device, dtype, float16, float32, float64,  # noqa: E402
-                            get_default_dtype, int32, int64, set_default_dtype)
+                            get_default_dtype, int8, int16, int32, int64, set_default_dtype, uint8)
 from symgrad.grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,  # noqa: E402
                                no_grad, set_grad_enabled)
 from symgrad.tensor import Tensor  # noqa: E402
 from symgrad.devices import accelerator, cuda, get_default_device, set_default_device  # noqa: E402
-from symgrad.legacy_types import (BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor,  # noqa: E402
-                                  LongTensor)
+from symgrad.legacy_types import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402
+                                  HalfTensor, IntTensor, LongTensor, ShortTensor)
 from symgrad.ops import (activations as _a, closeness as _k, convolution as _c, elementwise as _e,  # noqa: E402,F401
                          functions as _f, indexing as _i, linalg as _l, logical as _g, reductions as _r,
                          shape as _s, sorting as _o)  # (registering their ops)
@@ -74,6 +74,7 @@ double = float64
 half = float16
 long = int64
 int = int32
+short = int16
 pi, e, inf, nan, newaxis = _math.pi, _math.e, _math.inf, _math.nan, None  # PyTorch's constants
 
 

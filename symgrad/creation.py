@@ -58,7 +58,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     devices.check(device)
     data = _unwrap(data)
     dtype = dtype or _infer_dtype(data)
-    return _make(np.array(data, dtype=dtype.numpy), dtype, requires_grad)
+    return _make(dtypes.array_in(data, dtype), dtype, requires_grad)
 
 
 def as_tensor(data, dtype=None) -> Tensor:

@@ -28,6 +28,10 @@ class dtype:
     def is_integer(self) -> bool:
         return self.category == INTEGER
 
+    @property
+    def is_signed(self) -> bool:
+        return self.category == FLOATING or (self.category == INTEGER and self.numpy.kind == "i")
+
     def __repr__(self):
         return f"torch.{self.name}"
 
@@ -38,13 +42,16 @@ class dtype:
 BOOLEAN, INTEGER, FLOATING = 0, 1, 2  # dtype categories, in promotion order
 
 bool_ = dtype("bool", BOOLEAN)
+uint8 = dtype("uint8", INTEGER)
+int8 = dtype("int8", INTEGER)
+int16 = dtype("int16", INTEGER)
 int32 = dtype("int32", INTEGER)
 int64 = dtype("int64", INTEGER)
 float16 = dtype("float16", FLOATING)
 float32 = dtype("float32", FLOATING)
 float64 = dtype("float64", FLOATING)
 
-ALL = (bool_, int32, int64, float16, float32, float64)
+ALL = (bool_, uint8, int8, int16, int32, int64, float16, float32, float64)
 _BY_NUMPY = {d.numpy: d for d in ALL}
 _DEFAULT_FOR_CATEGORY = {BOOLEAN: bool_, INTEGER: int64}
 
@@ -63,8 +70,8 @@ def from_numpy(np_dtype) -> dtype:
                     "supported: " + ", ".join(d.name for d in ALL))
 
 
-_TORCH_NAMES = {"bool": "Bool", "int32": "Int", "int64": "Long", "float16": "Half", "float32": "Float",
-                "float64": "Double"}
+_TORCH_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int", "int64": "Long",
+                "float16": "Half", "float32": "Float", "float64": "Double"}
 
 
 def torch_name(d: dtype) -> str:
@@ -72,27 +79,61 @@ def torch_name(d: dtype) -> str:
     return _TORCH_NAMES[d.name]
 
 
-_CXX_NAMES = {"int32": "int", "int64": "int64_t", "float16": "c10::Half", "float32": "float", "float64": "double"}
+_CXX_NAMES = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int", "int64": "int64_t",
+              "float16": "c10::Half", "float32": "float", "float64": "double"}
+_TYPE_IDS = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char", "int16": "short int", "int32": "int",
+             "int64": "long int", "float16": "c10::Half", "float32": "float", "float64": "double"}
+
+
+def type_id(d: dtype) -> str:
+    """The C++ type name PyTorch's messages print from its typeid: ``long int``, ``unsigned char``."""
+    return _TYPE_IDS[d.name]
+
+
 _RANGES = {d: (float(np.finfo(d.numpy).max) if d.category == FLOATING else None,
                np.iinfo(d.numpy) if d.category == INTEGER else None) for d in ALL}
 
 
+def _integer_limits(d: dtype) -> tuple:
+    """The numbers PyTorch's checked conversion lets into integer type ``d``: its range, and for
+    uint8 the negatives down to -255 too (they wrap around, as two's complement)."""
+    limits = _RANGES[d][1]
+    return (-int(limits.max) if limits.min == 0 else int(limits.min)), int(limits.max)
+
+
 def number_in(value, d: dtype):
-    """The Python number ``value`` as a tensor of ``d`` holds it (ints truncate), refused as PyTorch's
-    checked conversion refuses it: outside ``d``'s range, or NaN/inf into an integer type."""
+    """The Python number ``value`` as a tensor of ``d`` holds it (ints truncate, uint8 wraps negatives
+    around), refused as PyTorch's checked conversion refuses it: outside ``d``'s range, or NaN/inf
+    into an integer type."""
     if isinstance(value, int) and not -2 ** 63 <= value < 2 ** 64:
         raise OverflowError("int too big to convert")
     if d is bool_:
         return bool(value)
     largest, limits = _RANGES[d]
     if limits is not None:
-        if not limits.min <= value <= limits.max:  # False for NaN too
+        low, high = _integer_limits(d)
+        if not low <= value <= high:  # False for NaN too
             raise RuntimeError(f"value cannot be converted to type {_CXX_NAMES[d.name]} without overflow")
-        return int(value)
+        return int(value) % (high + 1) if limits.min == 0 else int(value)
     value = float(value)
     if abs(value) > largest and abs(value) != float("inf"):
         raise RuntimeError(f"value cannot be converted to type {_CXX_NAMES[d.name]} without overflow")
     return value
+
+
+def array_in(data, d: dtype) -> np.ndarray:
+    """``torch.tensor(data, dtype=d)``'s values: numbers outside an integer type's range (int32 and
+    narrower; uint8 wraps negatives down to -255 around) refused as PyTorch refuses them.  A whole
+    array (or tensor) is cast instead, wrapping around, as PyTorch copies one."""
+    if d.category != INTEGER or d is int64 or isinstance(data, np.ndarray):
+        return np.array(data, dtype=d.numpy)
+    values = np.array(data)
+    if values.dtype.kind not in "iuf" or not values.size:
+        return np.array(values, dtype=d.numpy)
+    low, high = _integer_limits(d)
+    if values.min() < low or values.max() > high:
+        raise RuntimeError(f"value cannot be converted to type {d.name} without overflow")
+    return values.astype(d.numpy)
 
 
 _default_float = [float32]  # torch.set_default_dtype's setting
@@ -126,8 +167,15 @@ def promote(operands) -> dtype:
         if group and max(d.category for d in group) == top:
             if priority == 0:
                 return _default_float[0] if top == FLOATING else _DEFAULT_FOR_CATEGORY[top]
-            return max((d for d in group if d.category == top), key=lambda d: d.itemsize)
+            return _widest([d for d in group if d.category == top])
     raise AssertionError("unreachable")
+
+
+def _widest(group) -> dtype:
+    """The widest of one kind's dtypes; uint8 meeting int8 needs int16 to hold both ranges."""
+    if uint8 in group and int8 in group and all(d.itemsize == 1 for d in group):
+        return int16
+    return max(group, key=lambda d: d.itemsize)
 
 
 class device:

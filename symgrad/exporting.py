@@ -26,9 +26,9 @@ import sympy as sp
 from symgrad import engine, export_artifact
 from symgrad.symbolic import _inline
 
-SHAPE_TEXT = re.compile(r"^(?P<dtype>f16|f32|f64|i32|i64|bool)\[(?P<dims>[\w\s,]*)\]$")
-SHORT_DTYPES = {"f16": "float16", "f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64",
-                "bool": "bool"}
+SHAPE_TEXT = re.compile(r"^(?P<dtype>f16|f32|f64|u8|i8|i16|i32|i64|bool)\[(?P<dims>[\w\s,]*)\]$")
+SHORT_DTYPES = {"f16": "float16", "f32": "float32", "f64": "float64", "u8": "uint8", "i8": "int8", "i16": "int16",
+                "i32": "int32", "i64": "int64", "bool": "bool"}
 NEAR = 8  # how far from a multiple of a stand-in a size may be and still be read as one (n - 1)
 PRIMES = ((10007, 10009, 10037, 10039, 10061), (10067, 10069, 10079, 10091, 10093))  # two traces' stand-ins
 

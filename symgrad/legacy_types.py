@@ -34,11 +34,24 @@ class IntTensor(metaclass=_LegacyType):
     dtype = dtypes.int32
 
 
+class ShortTensor(metaclass=_LegacyType):
+    dtype = dtypes.int16
+
+
+class CharTensor(metaclass=_LegacyType):
+    dtype = dtypes.int8
+
+
+class ByteTensor(metaclass=_LegacyType):
+    dtype = dtypes.uint8
+
+
 class BoolTensor(metaclass=_LegacyType):
     dtype = dtypes.bool_
 
 
-LEGACY = {cls.__name__: cls for cls in (FloatTensor, DoubleTensor, HalfTensor, LongTensor, IntTensor, BoolTensor)}
+LEGACY = {cls.__name__: cls for cls in (FloatTensor, DoubleTensor, HalfTensor, LongTensor, IntTensor, ShortTensor,
+                                        CharTensor, ByteTensor, BoolTensor)}
 
 
 def type_of(tensor, dtype=None, non_blocking: bool = False, **kwargs):

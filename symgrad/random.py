@@ -91,9 +91,9 @@ class Generator:
         return (pairs[:, 0] << _U64(32)) | pairs[:, 1]
 
     def get_state(self) -> Tensor:
-        """PyTorch's state bytes (as int64 values: symgrad has no uint8 dtype yet): the seed, the
-        mt19937 words and position, the cached normal values."""
-        return Tensor(leaf(from_host(self._state_bytes().astype(np.int64)), dtypes.int64))
+        """PyTorch's state bytes (a uint8 tensor): the seed, the mt19937 words and position, the
+        cached normal values."""
+        return Tensor(leaf(from_host(self._state_bytes()), dtypes.uint8))
 
     def _state_bytes(self) -> np.ndarray:
         engine = self._engine.state["state"]
@@ -113,6 +113,8 @@ class Generator:
 
     def set_state(self, state) -> "Generator":
         """Take a state from ``get_state`` (symgrad's or PyTorch's: the bytes are the same)."""
+        if isinstance(state, Tensor) and state.dtype is not dtypes.uint8:
+            raise TypeError("RNG state must be a torch.ByteTensor")
         state = np.ascontiguousarray(np.asarray(state), dtype=np.uint8)
         if state.size != STATE_SIZE:
             raise RuntimeError(f"Expected a CPUGeneratorImplState of size {STATE_SIZE} but found the input "
@@ -312,12 +314,18 @@ def random_from_to(generator: Generator, n: int, dtype, low: int, high: int) -> 
     from a span of 2**28 up (where a 32-bit modulo would skew the distribution by some 5%)."""
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    if dtype.is_integer and dtype is not dtypes.int64:
+        limits = np.iinfo(dtype.numpy)
+        for bound, name in ((low, "from"), (high - 1, "to - 1")):
+            if not limits.min <= bound <= limits.max:
+                raise RuntimeError(f"{name} is out of bounds for {dtypes.type_id(dtype)}")
     span = high - low
     draws = (generator.uint64(n) if span >= 2**28 else generator.uint32(n)) % _U64(span)
     return (draws.astype(np.int64) + np.int64(low)).astype(dtype.numpy)
 
 
-_RANDOM_MODULUS = {dtypes.int64: 2**63, dtypes.int32: 2**31, dtypes.float32: 2**24 + 1,
+_RANDOM_MODULUS = {dtypes.int64: 2**63, dtypes.int32: 2**31, dtypes.int16: 2**15, dtypes.int8: 2**7, dtypes.uint8: 2**8,
+                   dtypes.float32: 2**24 + 1,
                    dtypes.float64: 2**53 + 1, dtypes.bool_: 2}
 
 
@@ -361,14 +369,11 @@ def exponential(generator: Generator, n: int, dtype, lambd: float = 1.0) -> np.n
     return ((-1.0 / lambd) * log).astype(dtype.numpy)
 
 
-_CXX_TYPE = {"bool": "bool", "int32": "int", "int64": "long int"}  # PyTorch's wording in cauchy_'s refusal
-
-
 def cauchy(generator: Generator, n: int, dtype, median: float = 0.0, sigma: float = 1.0) -> np.ndarray:
     """``cauchy_(median, sigma)``: ``median + sigma tan(pi (u - 1/2))`` in float64 (the C library's tan)."""
     if not dtype.is_floating_point:
         raise RuntimeError(f"Cauchy distribution is a continuous probability distribution. dtype must be a floating "
-                           f"point but you specified {_CXX_TYPE[dtype.name]}")
+                           f"point but you specified {dtypes.type_id(dtype)}")
     _check_floating(dtype, "cauchy_cpu")
     if not sigma > 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")

@@ -38,7 +38,8 @@ from symgrad.tensor import Tensor
 VERSION = b"3\n"
 ALIGNMENT = 64  # PyTorch aligns each record's data so that a checkpoint can be memory-mapped
 STORAGE_DTYPES = {"FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float64, "HalfStorage": dtypes.float16,
-                  "LongStorage": dtypes.int64, "IntStorage": dtypes.int32, "BoolStorage": dtypes.bool_}
+                  "LongStorage": dtypes.int64, "IntStorage": dtypes.int32, "ShortStorage": dtypes.int16,
+                  "CharStorage": dtypes.int8, "ByteStorage": dtypes.uint8, "BoolStorage": dtypes.bool_}
 
 
 class _Global:

@@ -31,8 +31,8 @@ def is_complex(input) -> bool:
 
 
 def is_signed(input) -> bool:
-    """Whether the dtype holds negative numbers (every symgrad dtype but bool)."""
-    return _tensor_argument("is_signed", "input", 1, input).dtype is not dtypes.bool_
+    """Whether the dtype holds negative numbers (every symgrad dtype but bool and uint8)."""
+    return _tensor_argument("is_signed", "input", 1, input).dtype.is_signed
 
 
 def is_nonzero(input) -> bool:

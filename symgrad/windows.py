@@ -14,8 +14,6 @@ import numpy as np
 from symgrad import devices, dtypes
 from symgrad.creation import tensor
 
-_CXX_TYPE = {"bool": "bool", "int32": "int", "int64": "long int"}  # PyTorch's TensorOptions wording
-
 
 def _window(name, window_length, periodic, dtype, device, requires_grad, symmetric):
     """Checks as PyTorch's; ``symmetric(n, kind)`` gives the symmetric window of n > 1 points."""
@@ -25,7 +23,7 @@ def _window(name, window_length, periodic, dtype, device, requires_grad, symmetr
     devices.check(device)
     dtype = dtype or dtypes.get_default_dtype()
     if not dtype.is_floating_point:
-        raise RuntimeError(f"{name} expects floating point dtypes, got: TensorOptions(dtype={_CXX_TYPE[dtype.name]}, "
+        raise RuntimeError(f"{name} expects floating point dtypes, got: TensorOptions(dtype={dtypes.type_id(dtype)}, "
                            f"device=cpu, layout=Strided (default), requires_grad=false (default), "
                            f"pinned_memory=false, memory_format=(nullopt))")
     if window_length < 0:

@@ -275,8 +275,9 @@ def _count_ops(expr) -> int:
     return max(count, 1)
 
 
-_RANKS = {"bool": 0, "int32": 1, "int64": 2, "float16": 3, "float32": 4, "float64": 5}
+_RANKS = {name: rank for rank, name in enumerate(
+    ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"))}
 
 
 def _dtype_rank(name: str) -> int:
-    return _RANKS.get(name, 4)
+    return _RANKS.get(name, _RANKS["float32"])

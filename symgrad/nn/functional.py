@@ -1329,12 +1329,8 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
 # ------------------------------------------------------------------------------- attention
 
 
-_CPP_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int", "int32": "int",
-                   "bool": "bool"}  # how SDPA's messages name dtypes (C++ type names)
-
-
-def _cpp_name(dtype) -> str:
-    return _CPP_TYPE_NAMES.get(dtype.name, dtype.name)
+def _cpp_name(dtype) -> str:  # how SDPA's messages name dtypes (C++ type names)
+    return dtypes.type_id(dtype)
 
 
 def _check_attention(query, key, value, attn_mask, is_causal):

@@ -161,8 +161,8 @@ def _bin_edges(values, dtype, bins, given_range):
     if isinstance(bins, Tensor):
         if bins.dtype is not dtype:
             raise RuntimeError(f"torch.histogramdd: input tensor and bins tensors should have the same dtype, but got "
-                               f"input with dtype {_CXX_NAMES[dtype.name]} and bins for dimension 0 with dtype "
-                               f"{_CXX_NAMES[bins.dtype.name]}")
+                               f"input with dtype {dtypes.type_id(dtype)} and bins for dimension 0 with dtype "
+                               f"{dtypes.type_id(bins.dtype)}")
         return bins.detach()
     if bins <= 0:
         raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
@@ -180,10 +180,6 @@ def _bin_edges(values, dtype, bins, given_range):
     if low == high:
         low, high = low - 0.5, high + 0.5
     return linspace(low, high, int(bins) + 1, dtype=dtype)
-
-
-_CXX_NAMES = {"bool": "bool", "int32": "int", "int64": "long int", "float16": "c10::Half", "float32": "float",
-              "float64": "double"}
 
 
 # --------------------------------------------------------------------- bins and membership

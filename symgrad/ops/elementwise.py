@@ -5,6 +5,8 @@ that PyTorch names differently (``2 - x`` is ``RsubBackward1``) are entries of t
 """
 from __future__ import annotations
 
+import warnings
+
 import jax.numpy as jnp
 import sympy as sp
 
@@ -371,7 +373,7 @@ def _infer_where(nodes):
     condition, a, b = nodes
     if condition.dtype is not dtypes.bool_:
         raise ValueError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
-                         f"{condition.dtype.name.capitalize()}")
+                         f"{dtypes.torch_name(condition.dtype)}")
     shape = broadcast_shapes(condition.shape, a.shape, b.shape)
     return shape, infer_elementwise((a, b))[1]
 
@@ -392,13 +394,22 @@ def where(condition, input=None, other=None):
     if input is None or other is None:
         raise TypeError("where() received an invalid combination of arguments: expected (condition) or "
                         "(condition, input, other)")
-    return apply(WHERE, condition, input, other)
+    return apply(WHERE, _condition(condition, stacklevel=4), input, other)  # (under out_argument's wrapper)
 
 
 @WHERE.publish(Names(method=("where",)))
 def _where_method(input, condition, other):
     """``input.where(condition, other)``: the tensor is the values taken where condition holds."""
-    return apply(WHERE, condition, input, other)
+    return apply(WHERE, _condition(condition, stacklevel=3), input, other)
+
+
+def _condition(condition, stacklevel: int):
+    """A uint8 condition: PyTorch's deprecated spelling of a bool one."""
+    if isinstance(condition, Tensor) and condition.dtype is dtypes.uint8:
+        warnings.warn("where received a uint8 condition tensor. This behavior is deprecated and will be removed in a "
+                      "future version of PyTorch. Use a boolean condition instead.", UserWarning, stacklevel=stacklevel)
+        return condition != 0
+    return condition
 
 
 FILL = register(Op("fill", lambda nodes, value, name: name, lambda nodes, value, name: (nodes[0].shape, nodes[0].dtype),

@@ -37,6 +37,7 @@ SEQUENCE_AS_TUPLE = ("Using a non-tuple sequence for multidimensional indexing i
                      "in pytorch 2.9; use x[tuple(seq)] instead of x[seq]. In pytorch 2.9 this will be interpreted "
                      "as tensor index, x[torch.tensor(seq)], which will result either in an error or a different "
                      "result")
+UINT8_MASK = "indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead."
 
 
 def _as_tuple(key) -> tuple:
@@ -79,13 +80,16 @@ def _item(k):
     if not isinstance(k, Tensor):
         raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid "
                          f"indices (got {type(k).__name__})")
-    if k.dtype.is_floating_point:
+    if k.dtype.is_floating_point or k.ndim and k.dtype in (dtypes.int8, dtypes.int16):
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     if k.ndim == 0:
         values = _values(k)
         if values is None:
             raise NotImplementedError("symgrad: a 0-d index tensor inside a traced function; index with an int")
-        return ("bool", bool(values)) if k.dtype is dtypes.bool_ else ("int", int(values))
+        return ("bool", bool(values)) if k.dtype in (dtypes.bool_, dtypes.uint8) else ("int", int(values))
+    if k.dtype is dtypes.uint8:  # PyTorch's deprecated spelling of a mask
+        warnings.warn(UINT8_MASK, UserWarning, stacklevel=5)  # (the list comprehension is a frame)
+        k = k != 0
     return ("mask" if k.dtype is dtypes.bool_ else "tensor", k)
 
 
@@ -574,15 +578,11 @@ def index_select(input, dim, index):
 
 # ------------------------------------------------------------------------------ masks
 
-_MASK_DTYPE_NAMES = {"int64": "long int", "int32": "int", "float32": "float", "float64": "double",
-                     "float16": "c10::Half"}
-
-
 def _infer_masked_fill(nodes):
     x, mask, value = nodes
     if mask.dtype is not dtypes.bool_:
         raise ValueError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
-                         f"{_MASK_DTYPE_NAMES[mask.dtype.name]}")
+                         f"{dtypes.type_id(mask.dtype)}")
     if value.shape:
         raise ValueError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                          f"{len(value.shape)} dimension(s).")

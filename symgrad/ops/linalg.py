@@ -26,7 +26,8 @@ from symgrad.tensor import Tensor, apply
 def _infer(nodes):
     a, b = nodes
     if a.dtype is not b.dtype:
-        raise ValueError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}")
+        raise ValueError(f"expected m1 and m2 to have the same dtype, but got: {dtypes.type_id(a.dtype)} != "
+                         f"{dtypes.type_id(b.dtype)}")
     return matmul_shape(a.shape, b.shape), a.dtype
 
 

@@ -22,7 +22,7 @@ from symgrad.ir import indexing as IX
 from symgrad.ops.dims import dim_index, normalize_dims
 from symgrad.ops.elementwise import MAXIMUM, MINIMUM
 from symgrad.ops.linalg import svdvals
-from symgrad.ops.shape import cat
+from symgrad.ops.shape import cat, to_dtype
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import Tensor, apply
 
@@ -65,7 +65,7 @@ def _infer(kind):
             dtype = dtypes.float32
         if kind == "mean" and not dtype.is_floating_point:
             raise ValueError(f"{kind}(): could not infer output dtype. Input dtype must be either a floating "
-                             f"point or complex dtype. Got: {dtype.name.capitalize()}")
+                             f"point or complex dtype. Got: {dtypes.torch_name(dtype)}")
         if kind in ("max", "min") and name == f"{kind.capitalize()}Backward1" and 0 in x.shape:
             raise ValueError(f"{kind}(): Expected reduction dim to be specified for input.numel() == 0. "
                              "Specify the reduction dim with the 'dim' argument.")
@@ -665,7 +665,8 @@ COUNT = register(Op("count_nonzero", None,
 def _counting(kind):
     def reduce(input, dim=None, keepdim: bool = False):
         axes = normalize_dims(dim, input.ndim, empty_means_all=True)
-        return apply(COUNT, input, attrs=(tuple(range(input.ndim)) if axes is None else axes, bool(keepdim), kind))
+        result = apply(COUNT, input, attrs=(tuple(range(input.ndim)) if axes is None else axes, bool(keepdim), kind))
+        return to_dtype(result, dtypes.uint8) if kind != "count_nonzero" and input.dtype is dtypes.uint8 else result
     reduce.__name__ = kind
     return reduce
 
