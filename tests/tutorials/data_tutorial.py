@@ -1,11 +1,8 @@
 # PyTorch's "Datasets & DataLoaders" and "Transforms" pages of Learn the Basics on files made
-# here: a custom Dataset reading an annotations CSV and one image file per sample (uint8 NumPy
-# .npy files in place of decode_image on PNGs, read as float32: symgrad has no uint8), a
-# ToTensor-like transform written out (torchvision is not used), then a shuffled DataLoader.
-# The Transforms page's one-hot ``Lambda`` target transform,
-# ``zeros(10).scatter_(0, torch.tensor(y), value=1)``, is left out: symgrad refuses a 0-d index.
-# (``from torch.utils.data import ...`` spelled as attributes: the test swaps ``import torch``
-# only.)
+# here: a custom Dataset reading an annotations CSV and one image file per sample (NumPy .npy
+# in place of decode_image on PNGs), a ToTensor-like transform and the Lambda one-hot target
+# transform written out (torchvision is not used), then a shuffled DataLoader.
+# (``from torch.utils.data import ...`` spelled as attributes: the test swaps ``import torch`` only.)
 import csv
 import os
 import tempfile
@@ -38,7 +35,7 @@ class CustomImageDataset(Dataset):
 
     def __getitem__(self, idx):
         img_path = os.path.join(self.img_dir, self.img_labels[idx][0])
-        image = torch.from_numpy(np.load(img_path).astype(np.float32))
+        image = torch.from_numpy(np.load(img_path))
         label = self.img_labels[idx][1]
         if self.transform:
             image = self.transform(image)
@@ -50,6 +47,13 @@ class CustomImageDataset(Dataset):
 def ToTensor():
     """An HxWxC uint8 image as a CxHxW float tensor in [0, 1]."""
     return lambda image: image.permute(2, 0, 1).float() / 255
+
+
+def Lambda(function):
+    return function
+
+
+target_transform = Lambda(lambda y: torch.zeros(10, dtype=torch.float).scatter_(0, torch.tensor(y), value=1))
 
 rng = np.random.default_rng(0)
 with tempfile.TemporaryDirectory() as img_dir:
@@ -75,9 +79,9 @@ with tempfile.TemporaryDirectory() as img_dir:
     print(img.shape, img[0, :6])
     print(f"Label: {label}")
 
-    ds = CustomImageDataset(annotations_file, img_dir, transform=ToTensor())
+    ds = CustomImageDataset(annotations_file, img_dir, transform=ToTensor(), target_transform=target_transform)
     image, target = ds[5]
     print(image.shape, image.dtype, image.max(), target)
     loader = DataLoader(ds, batch_size=8, shuffle=True)
     for features, targets in loader:
-        print(features.shape, features.mean(), targets)
+        print(features.shape, features.mean(), targets.sum(0))
