@@ -380,6 +380,12 @@ def saves_input(node, position: int) -> bool:
         return inputs[1].requires_grad or (position == 1 and inputs[0].requires_grad)
     if op.name == "remainder":  # x % number: the gradient is the cotangent; x % y reads both for y's
         return inputs[1].op is not CONST and inputs[1].requires_grad
+    if op.name == "fmod":  # as remainder: x's gradient is the cotangent, y's reads both
+        return inputs[1].requires_grad
+    if op.name == "hypot":  # each gradient reads its own input and the result
+        return inputs[position].requires_grad
+    if op.name == "copysign":  # x's gradient reads x and the result; y's is zeros
+        return position == 0 and inputs[0].requires_grad
     return True
 
 

@@ -735,6 +735,33 @@ def test_remainder_keeps_its_input_only_for_the_divisors_gradient(torch, divisor
     assert run(symgrad) == run(torch)
 
 
+@pytest.mark.parametrize("op", ["hypot", "copysign", "fmod", "atan2", "mul", "pow", "maximum"])
+def test_a_binary_op_keeps_an_input_only_where_a_needed_gradient_reads_it(torch, op):
+    """hypot's gradients each read their own input, copysign's y gets zeros, fmod's x the cotangent:
+    PyTorch keeps an input only for a gradient that reads it, so writing the other one after the
+    op is no error (random-programs fuzzer: ``hypot(v0, v1)``, then ``v0 += v0``)."""
+    def run(T, needs, written):
+        a = T.tensor([0.5, -1.5, 2.0], requires_grad=needs == 0)
+        b = T.tensor([1.25, 0.75, -3.0], requires_grad=needs == 1)
+        y = getattr(T, op)(a, b)
+        (a, b)[written].add_(1.0)
+        try:
+            y.sum().backward()
+        except RuntimeError as error:
+            return str(error).split(" is at version")[0]
+        return (a, b)[needs].grad.tolist()
+
+    for needs in (0, 1):
+        for written in (0, 1):
+            if needs != written:
+                ours, theirs = run(symgrad, needs, written), run(torch, needs, written)
+                assert type(ours) is type(theirs), (needs, written, ours, theirs)
+                if isinstance(ours, str):
+                    assert ours == theirs
+                else:
+                    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
 def test_an_empty_expanded_view_is_written_as_pytorch_writes_it(torch):
     """Was refused as overlapping (random-programs fuzzer): no element is written, so none is shared."""
     def run(T):
