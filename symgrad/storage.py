@@ -371,9 +371,12 @@ def saves_input(node, position: int) -> bool:
     if op.name in PRODUCTS:  # linear's bias is no factor: it is never read
         factors = inputs[:2] if op.name == "linear" else inputs
         return position < len(factors) and any(n.requires_grad for k, n in enumerate(factors) if k != position)
-    if op.name in SCALED_PRODUCTS and position in (0, 1, 2):  # a divisor is read for its own gradient too
-        return position > 0 and (inputs[3 - position].requires_grad
-                                 or op.name == "addcdiv" and position == 2 and inputs[2].requires_grad)
+    if op.name == "addcdiv" and position == 2:  # PyTorch keeps the divisor whatever needs a gradient
+        return True
+    if op.name in SCALED_PRODUCTS and position in (0, 1, 2):
+        return position > 0 and inputs[3 - position].requires_grad
+    if op.name == "lerp":  # the ends' gradients read the weight; the weight's reads both ends
+        return inputs[2].requires_grad if position < 2 else inputs[0].requires_grad or inputs[1].requires_grad
     if op.name == "ldexp":  # x's gradient reads the exponent, the exponent's the result
         return position == 1
     if op.name == "div":

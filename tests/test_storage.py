@@ -762,6 +762,31 @@ def test_a_binary_op_keeps_an_input_only_where_a_needed_gradient_reads_it(torch,
                     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
 
 
+@pytest.mark.parametrize("op", ["lerp", "addcdiv", "addcmul"])
+def test_a_ternary_op_keeps_an_input_only_where_pytorch_keeps_it(torch, op):
+    """lerp's ends' gradients read only the weight; addcdiv keeps its divisor whatever needs a
+    gradient: each input needing grad (or two), each other input written after the op."""
+    def run(T, needs, written):
+        values = ([0.5, -1.5, 2.0], [1.25, 0.75, -3.0], [0.3, -0.2, 0.9])
+        inputs = [T.tensor(v, requires_grad=k in needs) for k, v in enumerate(values)]
+        y = getattr(T, op)(*inputs)
+        inputs[written].add_(1.0)
+        try:
+            y.sum().backward()
+        except RuntimeError as error:
+            return str(error).split(" is at version")[0]
+        return [inputs[k].grad.tolist() for k in needs]
+
+    for needs in ((0,), (1,), (2,), (0, 1), (0, 2), (1, 2)):
+        for written in set(range(3)) - set(needs):
+            ours, theirs = run(symgrad, needs, written), run(torch, needs, written)
+            assert type(ours) is type(theirs), (needs, written, ours, theirs)
+            if isinstance(ours, str):
+                assert ours == theirs
+            else:
+                np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
 def test_an_empty_expanded_view_is_written_as_pytorch_writes_it(torch):
     """Was refused as overlapping (random-programs fuzzer): no element is written, so none is shared."""
     def run(T):
