@@ -45,7 +45,7 @@ import math
 import sys
 import threading
 import weakref
-from operator import is_
+from operator import attrgetter, is_
 
 import numpy as np
 
@@ -71,7 +71,6 @@ _NUMBERS = frozenset((int, float, bool))
 _new = object.__new__
 _node_slot = Tensor.__dict__["_node"]
 _raw = _node_slot.__get__  # a tensor's node slot as it is: a Node, or the Carry of a carried tensor
-_grad_slot = Tensor.__dict__["_grad"]
 
 
 class Number:
@@ -238,7 +237,8 @@ def carried_class(cls):
             "_node": property(_carried_node, _set_carried_node),
             "_kind": property(lambda t: _raw(t, Tensor).kind),
             "_usual_class": cls,  # the class it has again when no longer carried (symgrad.serialization)
-            "grad": property(_grad_slot.__get__, Tensor.grad.fset, Tensor.grad.fdel),  # a leaf: no warning
+            "grad": property(attrgetter("_grad"), Tensor.grad.fset, Tensor.grad.fdel),  # a leaf: no warning (the
+            # slot read by attrgetter: twice as fast as its descriptor's ``__get__``, and read each step)
             "_version": property(_carried_version),
             "is_leaf": property(lambda t: True)})
     return carried
@@ -530,7 +530,7 @@ class Replayer:
     __slots__ = ("entries", "plan", "streak", "patience", "lock", "loop", "loops", "recording_after", "thread",
                  "chain", "gradient_slots", "fill_specs", "filled", "fill_kinds", "computed", "pending_slots", "added",
                  "wiring", "wiring_epoch", "captured", "backwards", "cursor", "record", "before", "taken", "latest",
-                 "writes", "made", "handed", "views", "mark", "holders", "peeks", "peeked")
+                 "writes", "made", "handed", "views", "mark", "holders", "peeks", "peeked", "state")
     replaying = True
 
     def __init__(self, entries, plan, streak, patience, lock, loop, loops, recording_after):
@@ -539,6 +539,8 @@ class Replayer:
         self.entries, self.plan, self.streak, self.patience, self.lock = entries, plan, streak, patience, lock
         self.loop, self.loops, self.recording_after = loop, loops, recording_after
         self.thread = threading.get_ident()
+        self.state = _grad_state.__dict__  # this thread's grad state (grad_mode._State), for what runs in this thread
+        # alone: op, write, fill, backward (a replayer is its thread's ``_grad_state.cycle``)
         self.chain = Chain(self)
         self.gradient_slots = {}  # id of an owner -> the slot its .grad is carried in
         self.fill_specs = {}  # signature -> its fills
@@ -582,7 +584,7 @@ class Replayer:
         self.latest, self.writes, self.made, self.holders = {}, [], [], None
         self.handed = None  # another thread's hand-over: the nodes it made of this cycle, and its slots
         self.views = []  # positions in ``made`` of the views made in this cycle
-        self.mark = _grad_state.changes
+        self.mark = self.state["changes"]
         self.peeked = {}  # position -> the array a read of this cycle computed aside (``_peek``)
 
     # ---------------------------------------------------------------------- on the trace
@@ -593,7 +595,8 @@ class Replayer:
         for every op of every replayed step: one and two operands are spelled out)."""
         i = self.cursor
         entry = self.entries[i]
-        if entry[0] is op and entry[2] is _grad_state.enabled and (entry[1] == attrs or self._moved(i, op, attrs, args)):
+        if (entry[0] is op and entry[2] is self.state["enabled"]
+                and (entry[1] == attrs or self._moved(i, op, attrs, args))):
             record, refs, n = self.record, entry[3], len(args)
             if n != len(refs):
                 ok = False
@@ -704,7 +707,7 @@ class Replayer:
         """``view`` (a Traced) aliases ``base`` through ``step``.  It joins its base's storage only
         if it outlives the cycle (``_register_views``): until then a write to a tensor that a live
         view of this cycle aliases leaves the trace (``_viewed``)."""
-        view._view = (base, step, _grad_state.enabled)
+        view._view = (base, step, self.state["enabled"])
         view._inference = base._inference
         self.views.append(len(self.made) - 1)
 
@@ -806,17 +809,17 @@ class Replayer:
         A result of this cycle written in place (``sqrt().add_(eps)``) just names the write.  With
         ``cast_first``, False still on the trace when its next entry is no write (an optimizer's
         state of another dtype than its update's result: the caller casts it first, then writes)."""
-        i = self.cursor
+        i, state = self.cursor, self.state
         entry = self.entries[i]
         if entry[0] is not WRITE and cast_first:
             return False
         if (entry[0] is WRITE and source.__class__ is Traced and source._record is self.record
-                and source._position == entry[2] and _grad_state.changes == self.mark):
+                and source._position == entry[2] and state["changes"] == self.mark):
             if tensor.__class__ is Traced:
                 if tensor._record is self.record and tensor._position == entry[1] and not entry[3]:
                     tensor._position, self.cursor = i, i + 1
                     return True
-            elif (tensor._view is None and not tensor._inference and not (entry[3] and _grad_state.enabled)
+            elif (tensor._view is None and not tensor._inference and not (entry[3] and state["enabled"])
                     and (tensor._storage is None or len(tensor._storage.members) == 1 or not _shares(tensor))
                     and not (self.views and self._viewed(tensor))
                     and self._takes(tensor, entry[1]) and self._wrote(tensor, entry[4], None, i)):
@@ -826,12 +829,12 @@ class Replayer:
 
     def fill(self, tensor, value) -> bool:
         """``tensor.fill_(value)`` without history replayed; False when off the trace."""
-        i = self.cursor
+        i, state = self.cursor, self.state
         entry = self.entries[i]
-        if (entry[0] is FILL and _grad_state.changes == self.mark and tensor.__class__ is not Traced
+        if (entry[0] is FILL and state["changes"] == self.mark and tensor.__class__ is not Traced
                 and isinstance(tensor, Tensor) and tensor._view is None and not tensor._inference):
             kind = _raw(tensor, Tensor).kind
-            if (kind is not None and not (kind.requires_grad and _grad_state.enabled)
+            if (kind is not None and not (kind.requires_grad and state["enabled"])
                     and (tensor._storage is None or len(tensor._storage.members) == 1 or not _shares(tensor))
                     and not (self.views and self._viewed(tensor))
                     and (self.filled.get(i) == (value.__class__, value, kind.dtype) and value.__class__ is not float
@@ -880,7 +883,7 @@ class Replayer:
             if (not speed.fast or root.__class__ is not Traced or root._record is not self.record
                     or plan.declined
                     or self.cursor != len(entries) - 1 or root._position != entries[-1][1]
-                    or _grad_state.changes != self.mark or engine.anomaly_mode[0]
+                    or self.state["changes"] != self.mark or engine.anomaly_mode[0]
                     or self.thread != threading.get_ident()):
                 self.fall_back()
                 return False

@@ -346,7 +346,7 @@ def _describe(nodes) -> str:
 def apply(op, *args, attrs: tuple = ()) -> Tensor:
     """Record ``op`` on ``args`` (tensors or numbers): check shapes now, compute later.  A thread
     replaying its step (symgrad.cycles) only checks the op against the step's trace."""
-    cycle = _grad_state.cycle
+    cycle = _grad_state.__dict__["cycle"]  # (the thread's dict: grad_mode._State)
     if cycle is not None and cycle.replaying:
         traced = cycle.op(op, args, attrs)
         if traced is not None:

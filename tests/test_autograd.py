@@ -118,6 +118,27 @@ def test_grad_mode_is_thread_local():
     assert seen == [True]
 
 
+def test_no_grad_in_a_worker_thread_stays_there():
+    """The other direction: a thread's ``no_grad`` turns its own grad mode off, not the main
+    thread's, and its results record no history while the main thread's do."""
+    w, seen = torch.ones(2, requires_grad=True), []
+
+    def worker():
+        with torch.no_grad():
+            seen.append((torch.is_grad_enabled(), (w * 2).requires_grad))
+            entered.set()
+            leave.wait()
+
+    entered, leave = threading.Event(), threading.Event()
+    thread = threading.Thread(target=worker)
+    thread.start()
+    entered.wait()
+    seen.append((torch.is_grad_enabled(), (w * 2).requires_grad))
+    leave.set()
+    thread.join()
+    assert seen == [(False, False), (True, True)]
+
+
 def test_detach_shares_the_value_and_has_no_history():
     w = torch.randn(3, requires_grad=True)
     z = w * 2 + 1

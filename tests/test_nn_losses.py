@@ -165,6 +165,16 @@ def test_edges(torch, name):
     check(torch, fn, arrays, grads, rtol=1e-5, atol=1e-6)
 
 
+def test_a_bad_reduction_is_refused_before_the_shapes_are_checked(torch):
+    """PyTorch checks ``reduction`` first: with shapes that do not match too, its error names the
+    reduction."""
+    def error(T):
+        with pytest.raises(ValueError) as raised:
+            T.nn.functional.binary_cross_entropy_with_logits(T.ones(2, 3), T.ones(3), reduction="bad")
+        return str(raised.value)
+    assert error(symgrad) == error(torch) == "bad is not a valid value for reduction"
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
 @pytest.mark.parametrize("loss", ["multi_margin_loss", "multilabel_margin_loss"])
 def test_empty_batch_reduces_to_zero(loss, reduction):

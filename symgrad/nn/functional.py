@@ -253,27 +253,26 @@ NLL_WEIGHTED = register(Op(
     "nll_loss_weighted", NLL.grad_fn, lambda nodes, *attrs: _infer_nll(nodes[:2], *attrs), _nll))
 
 
-def legacy_reduction(size_average, reduce, reduction: str) -> str:
+def legacy_reduction(size_average, reduce, reduction: str, stacklevel: int = 3) -> str:
     """PyTorch's deprecated ``size_average`` and ``reduce``: given, they decide the reduction (with
-    PyTorch's warning)."""
+    PyTorch's warning, at the loss's caller by default)."""
     if size_average is None and reduce is None:
         return reduction
     size_average = True if size_average is None else size_average
     reduction = "none" if reduce is not None and not reduce else "mean" if size_average else "sum"
     warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{reduction}' instead.",
-                  UserWarning, stacklevel=3)
+                  UserWarning, stacklevel=stacklevel)
     return reduction
 
 
-def _reduction(reduction):
+def _reduction(reduction, size_average=None, reduce=None):
+    """A loss's reduction, checked as PyTorch does before anything else; given, the deprecated
+    ``size_average`` and ``reduce`` decide it instead (``legacy_reduction``)."""
+    if size_average is not None or reduce is not None:
+        return legacy_reduction(size_average, reduce, reduction, stacklevel=4)
     if reduction not in REDUCTIONS:
         raise ValueError(f"{reduction} is not a valid value for reduction")
     return reduction
-
-
-def _same_size(input, target):
-    if target.shape != input.shape:  # public shapes: a replayed step's tensors have no node
-        raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
 
 
 def _unsupported(name, **options):
@@ -283,9 +282,9 @@ def _unsupported(name, **options):
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
-    reduction = legacy_reduction(size_average, reduce, reduction)
-    _same_size(input, target)
-    reduction = _reduction(reduction)
+    reduction = _reduction(reduction, size_average, reduce)
+    if target.shape != input.shape:  # public shapes: a replayed step's tensors have no node
+        raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
     if weight is None and pos_weight is None:
         return apply(BCE_WITH_LOGITS, input, target, attrs=(reduction,))
     _not_differentiable("binary_cross_entropy_with_logits", weight=weight, pos_weight=pos_weight)
