@@ -29,7 +29,7 @@ def publish(namespace: dict, functional) -> None:
             for name in names.reflected:
                 setattr(Tensor, name, _reflected(function, name))
             for name in names.inplace:
-                setattr(Tensor, name, _inplace(function, name))
+                setattr(Tensor, name, _inplace(function, name, op if names.plain else None))
 
 
 def _reflected(function, name):
@@ -50,14 +50,18 @@ def _taking_inplace(function, name):
     return taking
 
 
-def _inplace(function, name):
+def _inplace(function, name, op=None):
     """``tensor.op_(...)``: the result of ``function(tensor, ...)`` written into the tensor.  A
     replayed step (symgrad.replaying) checks the write at once: ``w -= lr * w.grad`` runs every
-    step, and the closure ``apply_inplace`` takes costs a fifth of it."""
+    step, and the closure ``apply_inplace`` takes costs a fifth of it.  Given the ``op`` that
+    ``function`` applies to its two operands (``Names.plain``), it checks the op and the write
+    together, without a result for the op."""
     @functools.wraps(function)
     def method(self, *args, **kwargs):
         cycle = _grad_state.cycle
         if cycle is not None and cycle.replaying:
+            if op is not None and len(args) == 1 and not kwargs and cycle.update(op, self, (self, *args)):
+                return self
             result = function(self, *args, **kwargs)
             if replayed_write(cycle, self, result):
                 return self  # (else it fell back: the usual path writes what was computed)

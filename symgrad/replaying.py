@@ -827,6 +827,39 @@ class Replayer:
         self.fall_back()
         return False
 
+    def update(self, op, tensor, args) -> bool:
+        """``tensor`` takes ``op`` of ``args`` in place, replayed (``w -= lr * w.grad``, an optimizer's
+        update: each parameter, every step): the op's entry and its write's checked as ``op`` and
+        ``write`` would check them one after the other, without a result for the op (nobody can hold
+        it).  False with nothing written when they are not these two entries plainly: the usual
+        path then checks them one by one, and falls back if need be."""
+        i, state, entries = self.cursor, self.state, self.entries
+        if i + 1 >= len(entries) or tensor.__class__ is Traced:
+            return False
+        entry, written = entries[i], entries[i + 1]
+        refs = entry[3]
+        if not (entry[0] is op and entry[2] is state["enabled"] and entry[1] == () and len(refs) == len(args)
+                and written[0] is WRITE and written[2] == i and state["changes"] == self.mark
+                and tensor._view is None and not tensor._inference and not (written[3] and state["enabled"])
+                and (tensor._storage is None or len(tensor._storage.members) == 1 or not _shares(tensor))
+                and not (self.views and self._viewed(tensor))):
+            return False
+        record = self.record
+        if len(args) == 2:  # (``w -= lr * w.grad``: spelled out, as in ``op``)
+            a, b = args
+            ra, rb = refs
+            if not ((a._record is record and a._position == ra if a.__class__ is Traced else self._takes(a, ra))
+                    and (b._record is record and b._position == rb if b.__class__ is Traced else self._takes(b, rb))):
+                return False
+        else:
+            for a, ref in zip(args, refs):
+                if a.__class__ is Traced:
+                    if a._record is not record or a._position != ref:
+                        return False
+                elif not self._takes(a, ref):
+                    return False
+        return self._takes(tensor, written[1]) and self._wrote(tensor, written[4], None, i + 1)
+
     def fill(self, tensor, value) -> bool:
         """``tensor.fill_(value)`` without history replayed; False when off the trace."""
         i, state = self.cursor, self.state

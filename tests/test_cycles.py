@@ -613,6 +613,44 @@ def test_a_trace_that_changes_every_seventh_step(torch):
         assert replaying.stats.fell_back > before
 
 
+@pytest.mark.parametrize("every", [1, 9])
+def test_each_spelling_of_an_in_place_update(torch, every):
+    """``-=``, ``sub_``/``mul_``/``div_`` by a carried tensor or a float, the target as its own
+    operand, ``add_`` with ``alpha`` (the usual path), a write into a replayed result; every
+    seventh step subtracts by ``+=`` of the negative, and every thirteenth another operand (both
+    off the trace): PyTorch's numbers at every step read (replayed updates check the op and its
+    write together: ``Replayer.update``; a view kept across the update:
+    ``test_a_view_kept_past_the_update_sees_the_write``)."""
+    def body(T, s, step):
+        w, b = s["w"], s["b"]
+        loss = bce(T, s["x"], s["y"], w, b)
+        loss.backward()
+        with T.no_grad():
+            u, v = 0.1 * w.grad, 0.05 * w.grad
+            if step % 7 == 6:
+                w += -u
+            elif step % 13 == 3:
+                w -= v  # the op the trace names, another operand
+            else:
+                w -= u
+            b.sub_(b.grad)
+            b.mul_(0.75)
+            w.div_(1.001)
+            b.add_(b)
+            b.mul_(0.5)
+            w.add_(w.grad, alpha=-0.01)
+            scaled = (w * 1.0).mul_(2.0)
+        zero(s)
+        if step % every:
+            return []
+        return values(loss, w, b) + (values(scaled) if every > 1 else [])  # (a read of it falls back)
+
+    before = replaying.stats.fell_back
+    assert compare(torch, body, steps=60) >= (10 if speed.fast else 0)
+    if speed.fast:
+        assert replaying.stats.fell_back > before
+
+
 def test_exceptions_inside_a_replayed_step(torch):
     """An op that raises in the middle of a step (caught), every fifth step: nothing it did not
     do is left behind, and later steps replay again."""

@@ -213,13 +213,14 @@ LOGSIGMOID = elementwise("log_sigmoid", "LogSigmoidBackward0", lambda a: -ir.sof
                          torch_fn=lambda t, a: t.nn.functional.logsigmoid(a), names=Names(functional=("logsigmoid",)))
 
 
-@ADD.publish(Names(function=("add",), method=("add", "__add__", "__radd__"), inplace=("add_", "__iadd__")))
+@ADD.publish(Names(function=("add",), method=("add", "__add__", "__radd__"), inplace=("add_", "__iadd__"),
+                   plain=True))
 def add(input, other, alpha=1):
     return apply(ADD, input, other if alpha.__class__ is int and alpha == 1 else _scaled(input, other, alpha))
 
 
 @SUB.publish(Names(function=("sub", "subtract"), method=("sub", "subtract", "__sub__"),
-                   inplace=("sub_", "subtract_", "__isub__")))
+                   inplace=("sub_", "subtract_", "__isub__"), plain=True))
 def sub(input, other, alpha=1):
     return apply(SUB, input, other if alpha.__class__ is int and alpha == 1 else _scaled(input, other, alpha))
 
@@ -238,7 +239,7 @@ def _scaled(input, other, alpha):
 
 
 @MUL.publish(Names(function=("mul", "multiply"), method=("mul", "multiply", "__mul__", "__rmul__"),
-                   inplace=("mul_", "multiply_", "__imul__")))
+                   inplace=("mul_", "multiply_", "__imul__"), plain=True))
 def mul(input, other):
     return apply(MUL, input, other)
 
@@ -289,7 +290,7 @@ _ABSENT = object()  # rounding_mode not given: torch.div(a, b) is DivBackward0, 
 
 
 @DIV.publish(Names(function=("div", "divide"), method=("div", "divide", "__truediv__"),
-                   inplace=("div_", "divide_", "__itruediv__")))
+                   inplace=("div_", "divide_", "__itruediv__"), plain=True))
 def div(input, other, *, rounding_mode=_ABSENT):
     """True division, or with ``rounding_mode`` 'trunc' or 'floor' the quotient rounded (an integer
     stays an integer, and integer division by zero raises PyTorch's error)."""
@@ -301,7 +302,7 @@ def div(input, other, *, rounding_mode=_ABSENT):
     return refuse_integer_zero_division(apply(DIV_ROUNDED, input, other, attrs=(rounding_mode,)), other)
 
 
-@DIV.publish(Names(function=("true_divide",), method=("true_divide",), inplace=("true_divide_",)))
+@DIV.publish(Names(function=("true_divide",), method=("true_divide",), inplace=("true_divide_",), plain=True))
 def true_divide(input, other):
     return apply(DIV, input, other)
 

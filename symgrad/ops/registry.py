@@ -37,6 +37,8 @@ class Names:
     reflected: tuple = ()
     inplace: tuple = ()
     functional_inplace: bool = False  # the functional spellings take PyTorch's inplace=False argument
+    plain: bool = False  # the function given two operands alone is ``apply(op, input, other)``: a replayed
+    # step checks its in-place spelling's op and write together (symgrad.replaying, ``Replayer.update``)
 
 
 @dataclass(eq=False, repr=False)

@@ -164,6 +164,8 @@ def update(tensor: Tensor, op, *inputs) -> None:
     replaying its step (symgrad.replaying) checks the op and the write against the step's trace."""
     cycle = _grad_state.cycle
     if cycle is not None and cycle.replaying:
+        if cycle.update(op, tensor, inputs):
+            return
         result = cycle.op(op, inputs, ())
         if result is not None:
             if not replayed_write(cycle, tensor, result):  # fell back: the usual path writes it
