@@ -24,7 +24,7 @@ from symgrad.nodes import CONST, LEAF, constant
 from symgrad.storage import DETACH
 from codegen import cycle_scan  # a module import: importing codegen may be what imports symgrad
 from symgrad.replaying import (BACKWARD, FILL, FIXED, FLOAT, FRUITLESS, GRAD, SLOT, START, WRITE, WRITTEN, Number, Replayer,
-                               _gradient_state, _shares, worth_replaying)
+                               _gradient_state, _shares, slot_written, worth_replaying)
 from symgrad.tracing import is_float_scalar, moving_starts
 from symgrad.tensor import Tensor
 
@@ -138,10 +138,13 @@ class Cycle:
 
     def detached(self, tensor, node) -> None:
         """``tensor.detach()`` made ``node``, a leaf of its values: its entry, if ``tensor`` is a
-        result of an op of the cycle (a detached parameter is one more outside tensor, as before:
+        result of the cycle (of an op, or written in place: ``(w * 1.0).mul_(2.0)``, whose Traced
+        a replayed ``detach`` names; a detached parameter is one more outside tensor, as before:
         its ``detach().numpy()`` each step reads the chain, and the cycle goes on)."""
         position = self.position(tensor._node)
-        if position is not None and self.entries[position][0] is not WRITE and self.entries[position][0] is not FILL:
+        entry = self.entries[position] if position is not None else None
+        if (entry is not None and entry[0] is not FILL
+                and (entry[0] is not WRITE or slot_written(self.entries, entry[1]) is None)):
             self._entry((DETACH, (), _grad_state.enabled, (position,), _type_of(node)), node, 0)
 
     def written(self, tensor, source, old, node) -> None:

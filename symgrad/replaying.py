@@ -5,7 +5,8 @@ next) and, once two steps in a row record the same trace and the backward's prog
 the trace names, hands the thread a ``Replayer``.  From then on an op only checks ``trace[cursor]``
 and returns a ``Traced`` tensor (position and kind, no node); an in-place write or ``zero_()`` only
 checks the entry and marks the tensor *carried*: its values are now a slot of the thread's
-``Chain``, which nothing computes yet.  ``backward()`` at the trace's end appends the cycle to the
+``Chain``, which nothing computes yet.  An update of two operands (``w -= lr * w.grad``, an
+optimizer's) checks its op and its write together, and makes no result for the op (``update``).  ``backward()`` at the trace's end appends the cycle to the
 chain: which carried slot or outside array feeds each input of the compiled backward program, and
 which output (or fill) each carried slot takes.  Every ``cycle_scan.LENGTH`` cycles the chain runs as one
 ``lax.scan`` of that program (loop-invariant arrays passed once, the losses stacked); a shorter
@@ -551,7 +552,7 @@ class Replayer:
         last = {}  # slot of a tensor written -> its last write in the trace
         for p, entry in enumerate(entries):
             if entry[0] is WRITE or entry[0] is FILL:
-                slot = _slot_written(entries, entry[1])
+                slot = slot_written(entries, entry[1])
                 if slot is not None:
                     last[slot] = p
         self.pending_slots = [(p, slot) for slot, p in last.items() if p in self.computed]  # writes still held
@@ -1175,7 +1176,7 @@ class Replayer:
 
     def _tensor_of(self, ref):
         """The outside tensor a write's reference names, or None for a result of the cycle."""
-        slot = _slot_written(self.entries, ref)
+        slot = slot_written(self.entries, ref)
         return None if slot is None else self.captured[slot]
 
     # -------------------------------------------------------------------- values and nodes
@@ -1525,7 +1526,7 @@ def _operand(tensor):
     return (node.index, node.kind) if node.__class__ is Carry else node
 
 
-def _slot_written(entries, ref):
+def slot_written(entries, ref):
     """The slot of the outside tensor a write's reference names (through earlier writes), or None
     when it names a result of the cycle."""
     while ref.__class__ is int:

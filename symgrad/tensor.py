@@ -210,7 +210,7 @@ class Tensor:
         return engine.array(self._node)
 
     def numpy(self) -> np.ndarray:
-        if self._node.requires_grad:
+        if self.requires_grad:  # (a replayed result answers from its kind: asked its node, its cycle falls back)
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         return np.array(host_array(self._value()))
 

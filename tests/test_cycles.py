@@ -616,7 +616,8 @@ def test_a_trace_that_changes_every_seventh_step(torch):
 @pytest.mark.parametrize("every", [1, 9])
 def test_each_spelling_of_an_in_place_update(torch, every):
     """``-=``, ``sub_``/``mul_``/``div_`` by a carried tensor or a float, the target as its own
-    operand, ``add_`` with ``alpha`` (the usual path), a write into a replayed result; every
+    operand, ``add_`` with ``alpha`` (the usual path), a write into a replayed result (read with
+    ``detach().numpy()`` as the next cycle begins: it replays on, as a result not written does); every
     seventh step subtracts by ``+=`` of the negative, and every thirteenth another operand (both
     off the trace): PyTorch's numbers at every step read (replayed updates check the op and its
     write together: ``Replayer.update``; a view kept across the update:
@@ -640,14 +641,16 @@ def test_each_spelling_of_an_in_place_update(torch, every):
             b.mul_(0.5)
             w.add_(w.grad, alpha=-0.01)
             scaled = (w * 1.0).mul_(2.0)
+            tripled = w * 3.0
         zero(s)
         if step % every:
             return []
-        return values(loss, w, b) + (values(scaled) if every > 1 else [])  # (a read of it falls back)
+        return values(loss, w, b, scaled, tripled)  # (results of the next cycle, read as it begins)
 
     before = replaying.stats.fell_back
-    assert compare(torch, body, steps=60) >= (10 if speed.fast else 0)
-    if speed.fast:
+    replayed = compare(torch, body, steps=60)
+    if speed.fast:  # (a step that reads differs from one that does not: reading every ninth, fewer replay)
+        assert replayed >= (15 if every == 1 else 3), replayed
         assert replaying.stats.fell_back > before
 
 
