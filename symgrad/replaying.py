@@ -6,9 +6,10 @@ the trace names, hands the thread a ``Replayer``.  From then on an op only check
 and returns a ``Traced`` tensor (position and kind, no node); an in-place write or ``zero_()`` only
 checks the entry and marks the tensor *carried*: its values are now a slot of the thread's
 ``Chain``, which nothing computes yet.  An update of two operands (``w -= lr * w.grad``, an
-optimizer's) checks its op and its write together, and makes no result for the op (``update``).  ``backward()`` at the trace's end appends the cycle to the
-chain: which carried slot or outside array feeds each input of the compiled backward program, and
-which output (or fill) each carried slot takes.  Every ``cycle_scan.LENGTH`` cycles the chain runs as one
+optimizer's) checks its op and its write together, and makes no result for the op (``update``).
+``backward()`` at the trace's end appends the cycle to the chain: which carried slot or outside
+array feeds each input of the compiled backward program, and which output (or fill) each carried
+slot takes.  Every ``cycle_scan.LENGTH`` cycles the chain runs as one
 ``lax.scan`` of that program (loop-invariant arrays passed once, the losses stacked); a shorter
 chain, run because someone read a value, runs cycle by cycle.
 
