@@ -243,11 +243,13 @@ class Tensor:
         return int(self.item())
 
     def __format__(self, spec):
-        if self._node.shape == ():  # PyTorch formats a 0-dim tensor as its number
+        if not self.dim():  # PyTorch formats a 0-dim tensor as its number
             return format(self.item(), spec)
         return object.__format__(self, spec) if spec else repr(self)
 
     def __repr__(self):
+        if not self.requires_grad:  # no history to name: a replayed result prints from its kind and values
+            return format_tensor(host_array(self._value()), self.dtype)  # (asked its node, its cycle falls back)
         node = self._node
         if node.grad_fn_object.__class__ is RefusedHistory:
             name = "Invalid"  # PyTorch's word for a history it refuses

@@ -654,6 +654,34 @@ def test_each_spelling_of_an_in_place_update(torch, every):
         assert replaying.stats.fell_back > before
 
 
+@pytest.mark.parametrize("show", ["repr", "format"])
+def test_a_metric_printed_before_every_backward(torch, show):
+    """``print(metric)`` and ``f"{metric:.4f}"`` of a result without history, before the step's
+    backward: PyTorch's text every step, and the step replays (printing asked the result's node,
+    and its cycle fell back every time)."""
+    texts = {}
+
+    def body(T, s, step):
+        z = T.matmul(s["x"], s["w"]) + s["b"]
+        loss = T.nn.functional.binary_cross_entropy_with_logits(z, s["y"])
+        with T.no_grad():
+            metric = (z > 0.2).float().mean() + z.mean()
+        text = repr(metric).replace("torch.", "") if show == "repr" else f"{metric:.4f}"
+        texts.setdefault(T, []).append(text)
+        loss.backward()
+        update(T, s)
+        zero(s)
+        return values(loss)
+
+    replayed = compare(torch, body, steps=40)
+    ours, theirs = texts[symgrad], texts[torch]
+    assert [t.startswith("tensor(") for t in ours] == [t.startswith("tensor(") for t in theirs] == [show == "repr"] * 40
+    numbers = [[float(t.removeprefix("tensor(").removesuffix(")")) for t in side] for side in (ours, theirs)]
+    np.testing.assert_allclose(*numbers, atol=2e-4)  # (printed to 4 places: a last-place rounding may differ)
+    if speed.fast:
+        assert replayed >= 30, replayed
+
+
 def test_exceptions_inside_a_replayed_step(torch):
     """An op that raises in the middle of a step (caught), every fifth step: nothing it did not
     do is left behind, and later steps replay again."""
