@@ -9,9 +9,9 @@ checks the entry and marks the tensor *carried*: its values are now a slot of th
 optimizer's) checks its op and its write together, and makes no result for the op (``update``).
 ``backward()`` at the trace's end appends the cycle to the chain: which carried slot or outside
 array feeds each input of the compiled backward program, and which output (or fill) each carried
-slot takes.  Every ``cycle_scan.LENGTH`` cycles the chain runs as one
-``lax.scan`` of that program (loop-invariant arrays passed once, the losses stacked); a shorter
-chain, run because someone read a value, runs cycle by cycle.
+slot takes.  Every ``cycle_scan.LENGTH`` cycles the chain runs as one ``lax.scan`` of that program
+(loop-invariant arrays passed once, the losses stacked); a shorter chain, run because someone read a
+value, runs cycle by cycle.
 
 Reading is what ends a chain early.  A carried tensor is one whose class was switched to a subclass
 that answers shape, dtype, requires_grad and ``.grad`` from its slot; asked for its node (to read
@@ -821,9 +821,7 @@ class Replayer:
                 if tensor._record is self.record and tensor._position == entry[1] and not entry[3]:
                     tensor._position, self.cursor = i, i + 1
                     return True
-            elif (tensor._view is None and not tensor._inference and not (entry[3] and state["enabled"])
-                    and (tensor._storage is None or len(tensor._storage.members) == 1 or not _shares(tensor))
-                    and not (self.views and self._viewed(tensor))
+            elif (not (entry[3] and state["enabled"]) and self._alone(tensor)
                     and self._takes(tensor, entry[1]) and self._wrote(tensor, entry[4], None, i)):
                 return True
         self.fall_back()
@@ -842,9 +840,7 @@ class Replayer:
         refs = entry[3]
         if not (entry[0] is op and entry[2] is state["enabled"] and entry[1] == () and len(refs) == len(args)
                 and written[0] is WRITE and written[2] == i and state["changes"] == self.mark
-                and tensor._view is None and not tensor._inference and not (written[3] and state["enabled"])
-                and (tensor._storage is None or len(tensor._storage.members) == 1 or not _shares(tensor))
-                and not (self.views and self._viewed(tensor))):
+                and not (written[3] and state["enabled"]) and self._alone(tensor)):
             return False
         record = self.record
         if len(args) == 2:  # (``w -= lr * w.grad``: spelled out, as in ``op``)
@@ -862,16 +858,23 @@ class Replayer:
                     return False
         return self._takes(tensor, written[1]) and self._wrote(tensor, written[4], None, i + 1)
 
+    def _alone(self, tensor) -> bool:
+        """Whether a replayed write into ``tensor`` reaches it alone: not a view, not an inference
+        tensor, its storage its own (or shared with no other live tensor), and no live view made in
+        this cycle aliasing it (the write, the update and the fill ask it of their target)."""
+        return (tensor._view is None and not tensor._inference
+                and (tensor._storage is None or len(tensor._storage.members) == 1 or not _shares(tensor))
+                and not (self.views and self._viewed(tensor)))
+
     def fill(self, tensor, value) -> bool:
         """``tensor.fill_(value)`` without history replayed; False when off the trace."""
         i, state = self.cursor, self.state
         entry = self.entries[i]
         if (entry[0] is FILL and state["changes"] == self.mark and tensor.__class__ is not Traced
-                and isinstance(tensor, Tensor) and tensor._view is None and not tensor._inference):
+                and isinstance(tensor, Tensor)):
             kind = _raw(tensor, Tensor).kind
             if (kind is not None and not (kind.requires_grad and state["enabled"])
-                    and (tensor._storage is None or len(tensor._storage.members) == 1 or not _shares(tensor))
-                    and not (self.views and self._viewed(tensor))
+                    and self._alone(tensor)
                     and (self.filled.get(i) == (value.__class__, value, kind.dtype) and value.__class__ is not float
                          or self._fills_with(i, value, kind.dtype))  # (the first half: ``_fills_with``'s glance)
                     and self._takes(tensor, entry[1])
