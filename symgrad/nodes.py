@@ -241,6 +241,14 @@ def lazy_leaf(source: Node, requires_grad: bool = False) -> Node:
     return Node(LEAF, (source,), (), source.shape, source.dtype, requires_grad)
 
 
+def stands_for_input(leaf: Node) -> None:
+    """``leaf`` (a detached argument of a custom Function) requires grad from now on, its kind too:
+    its Function's backward is recorded on it next (symgrad.autograd.function).  The forward was
+    recorded while it did not, so the forward's results are not set aside as results without history."""
+    leaf.requires_grad = True
+    leaf.kind, leaf.args, leaf.pending = _describe(leaf)
+
+
 def priority(node) -> int:
     """PyTorch's promotion priority: 0 for a Python number, 1 for a 0-dim tensor, 2 otherwise."""
     if not node.shape:

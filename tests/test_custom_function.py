@@ -364,3 +364,93 @@ def test_a_function_called_by_a_backward_is_differentiated_by_its_own_backward(t
     close(g, g_torch, rtol=1e-12)
     close(h, h_torch, rtol=1e-12)
     assert seen == seen_torch
+
+
+def in_backward_under_no_grad(T, seen):
+    """A backward that computes part of its gradient under no_grad, from the saved input and from
+    grad_output, and reports what requires grad inside it."""
+    class Cubed(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.save_for_backward(x, y)
+            return x ** 3 * y
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            x, y = ctx.saved_tensors
+            seen.append((x.requires_grad, y.requires_grad, (x * 2).requires_grad, x.grad_fn is None))
+            with T.no_grad():
+                slope = 3 * x * x  # a constant to a second derivative
+                doubled = grad_output * 2
+            return doubled * slope * y / 2 + grad_output * x, grad_output * x ** 3
+    return Cubed
+
+
+def test_what_a_backward_computes_under_no_grad_is_a_constant_to_a_second_derivative(torch):
+    """PyTorch hands the backward the saved input itself (it requires grad where the caller's does):
+    what the backward computes from it in grad mode is differentiated again, what it computes under
+    no_grad is not (symgrad's second derivative went through the no_grad part: 13 where PyTorch's
+    is 1)."""
+    results = []
+    for T in (symgrad, torch):
+        seen = []
+        x = T.tensor(X, dtype=T.float64, requires_grad=True)
+        y = T.tensor([0.5, 3.0, -2.0], dtype=T.float64)
+        out = in_backward_under_no_grad(T, seen).apply(x, y)
+        (g,) = T.autograd.grad((out * out).sum(), x, create_graph=True)
+        (h,) = T.autograd.grad(g.sum(), x)
+        results.append((g.detach().numpy(), h.numpy(), seen[0]))  # (PyTorch runs it again for h, in no_grad)
+    (g, h, seen), (g_torch, h_torch, seen_torch) = results
+    close(g, g_torch, rtol=1e-12)
+    close(h, h_torch, rtol=1e-12)
+    assert seen == seen_torch == (True, False, True, True)
+
+
+def sinh_saving_intermediates(T):
+    """The double-backward tutorial's SinhBad: its backward reads results of the forward that are
+    not outputs, which PyTorch's second derivative takes as constants."""
+    class SinhBad(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.expx, ctx.expnegx = T.exp(x), T.exp(-x)
+            return (ctx.expx - ctx.expnegx) / 2
+
+        @staticmethod
+        def backward(ctx, grad_out):
+            return grad_out * (ctx.expx + ctx.expnegx) / 2
+    return SinhBad
+
+
+def sinh_with_outputs(T):
+    """The tutorial's Sinh: the intermediates returned as outputs too, so the second derivative goes
+    through them (through this backward again), though the caller uses only the first."""
+    class Sinh(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            expx, expnegx = T.exp(x), T.exp(-x)
+            ctx.save_for_backward(expx, expnegx)
+            return (expx - expnegx) / 2, expx, expnegx
+
+        @staticmethod
+        def backward(ctx, grad_out, grad_expx, grad_expnegx):
+            expx, expnegx = ctx.saved_tensors
+            return grad_out * (expx + expnegx) / 2 + grad_expx * expx - grad_expnegx * expnegx
+    return lambda x: Sinh.apply(x)[0]
+
+
+@pytest.mark.parametrize("function", [lambda T: sinh_saving_intermediates(T).apply, sinh_with_outputs],
+                         ids=["intermediates on ctx", "intermediates as outputs"])
+def test_a_second_derivative_through_the_forwards_intermediates_as_pytorch_takes_it(torch, function):
+    """The second derivative of sinh(x)^2 is 2 cosh^2 + 2 sinh^2 through the outputs; with the
+    intermediates held constant only grad_out's dependence on x counts: each is PyTorch's."""
+    results = []
+    for T in (symgrad, torch):
+        x = T.tensor(X, dtype=T.float64, requires_grad=True)
+        (g,) = T.autograd.grad((function(T)(x) ** 2).sum(), x, create_graph=True)
+        (h,) = T.autograd.grad(g.sum(), x)
+        results.append((g.detach().numpy(), h.numpy()))
+    (g, h), (g_torch, h_torch) = results
+    close(g, g_torch, rtol=1e-12)
+    close(h, h_torch, rtol=1e-12)
+    exact = 2 * np.cosh(X) ** 2 + 2 * np.sinh(X) ** 2
+    close(h, exact if function is sinh_with_outputs else 2 * np.cosh(X) ** 2, rtol=1e-6)

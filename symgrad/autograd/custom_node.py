@@ -45,9 +45,10 @@ _lowered = weakref.WeakKeyDictionary()  # program -> {(structure, inputs): (forw
 class Structure:
     """One recorded forward and backward, up to the values they carry: what lowering needs."""
 
-    def __init__(self, name, forward, outputs, arguments, count, backward, gradients, error):
+    def __init__(self, name, forward, outputs, differentiable, arguments, count, backward, gradients, error):
         self.name, self.hint = name, name.lower()
         self.forward, self.outputs = forward.owned(), outputs  # the forward walk; each output's position in it
+        self.differentiable = differentiable  # per output: whether it has a node of its own (``head``)
         self.arguments, self.count = arguments, count  # which of the ``count`` tensor arguments it declares
         self.captured = sum(e[0] is None for e in forward.entries) - len(arguments)
         self.backward = backward.owned() if backward is not None else None
@@ -86,17 +87,30 @@ class Structure:
             found = memo[key] = (self.forward.lower(p, given=given), {})
         return found
 
+    def output(self, p, inputs, k: int):
+        """Output ``k``'s symbol in ``p``: its value wrapped in its ``head`` (memoized per program)."""
+        exprs, symbols = self.lower_forward(p, inputs)
+        symbol = symbols.get(k)
+        if symbol is None:
+            node = self.forward.order[self.outputs[k]]
+            value = exprs[self.outputs[k]]
+            if not isinstance(value, sp.Symbol):
+                value = p.assign(value, node.shape, node.dtype.name, "value", fold=False)
+            symbol = symbols[k] = p.assign(self.head(k)(value, *inputs), node.shape, node.dtype.name, self.hint)
+        return symbol
+
     def cotangents(self, p, inputs, output: int, g, out):
         """``[(input, cotangent)]``: the recorded backward lowered with ``g`` for output ``output``
-        (zeros for the others) and the custom outputs themselves where it reads saved outputs."""
+        (zeros for the others).  Where it reads a saved output it reads the output itself, whose
+        gradient is this backward again; the forward's other results are constants to it, as in
+        PyTorch (``Walk.lower`` stops their gradient: the arguments require grad by now)."""
         if self.error is not None:
             raise self.error
-        exprs, symbols = self.lower_forward(p, inputs)
-        symbols = {**symbols, output: out}
+        exprs, _ = self.lower_forward(p, inputs)
         given = list(exprs)
         for k, position in enumerate(self.outputs):
-            if position >= 0 and k in symbols:
-                given[position] = symbols[k]
+            if position >= 0 and self.differentiable[k]:
+                given[position] = out if k == output else self.output(p, inputs, k)
         for k, position in enumerate(self.outputs):
             if position >= 0:
                 node = self.forward.order[position]
@@ -151,12 +165,7 @@ def _build(p, node, *inputs):
     structure, output = node.attrs
     inputs = [a if isinstance(a, sp.Symbol) or a.is_Number else p.assign(a, i.shape, i.dtype.name, "x")
               for a, i in zip(inputs, node.inputs)]
-    exprs, symbols = structure.lower_forward(p, inputs)
-    value = exprs[structure.outputs[output]]
-    if not isinstance(value, sp.Symbol):
-        value = p.assign(value, node.shape, node.dtype.name, "value", fold=False)
-    symbols[output] = p.assign(structure.head(output)(value, *inputs), node.shape, node.dtype.name, structure.hint)
-    return symbols[output]
+    return structure.output(p, inputs, output)
 
 
 CUSTOM = Op("custom_function", None, _no_infer, _build, saves=True)
@@ -180,8 +189,8 @@ def custom_outputs(cls, ctx, args, declared, given, outputs, cotangents, returne
         gradients = _checked(name, args, returned, ctx.needs_input_grad)
     except Exception as error:  # kept for the backward that reaches this call
         key = (cls, tuple(forward.entries), positions, differentiable, type(error), str(error))
-        structure = _interned(key, lambda: Structure(cls.__name__, forward, positions, firsts, len(arguments), None, (),
-                                                        error))
+        structure = _interned(key, lambda: Structure(cls.__name__, forward, positions, differentiable, firsts,
+                                                     len(arguments), None, (), error))
     else:
         declared = list(forward.order) + [c._node for c in cotangents if c is not None]
         backward, _ = Walk.declaring(declared)
@@ -189,8 +198,8 @@ def custom_outputs(cls, ctx, args, declared, given, outputs, cotangents, returne
                         for g, a in zip(gradients, args) if isinstance(a, Tensor))
         captured += _captured(backward, len(declared))
         key = (cls, tuple(forward.entries), positions, differentiable, tuple(backward.entries), targets)
-        structure = _interned(key, lambda: Structure(cls.__name__, forward, positions, firsts, len(arguments), backward,
-                                                        targets, None))
+        structure = _interned(key, lambda: Structure(cls.__name__, forward, positions, differentiable, firsts,
+                                                     len(arguments), backward, targets, None))
     inputs = tuple(given) + tuple(lazy_leaf(n) for n in captured)
     op = CUSTOM if ctx.to_save else CUSTOM_SAVING_NOTHING
     results = []

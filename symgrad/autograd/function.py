@@ -20,14 +20,13 @@ backward that reaches the node, as PyTorch raises them.
 from __future__ import annotations
 
 import functools
-import threading
 import weakref
 
 from symgrad.autograd.custom_node import cotangent_placeholders, custom_outputs
 from symgrad.engine import FREED_MESSAGE
 from symgrad.grad_mode import enable_grad, is_grad_enabled, no_grad
 from symgrad.inplace import assign
-from symgrad.nodes import LEAF, AccumulateGrad, grad_fn_of
+from symgrad.nodes import AccumulateGrad, grad_fn_of, stands_for_input
 from symgrad.ops.shape import clone
 from symgrad.storage import storage_of
 from symgrad.tensor import Tensor
@@ -42,8 +41,7 @@ class FunctionCtx:
         self.non_differentiable = ()
         self.dirty_tensors = ()
         self.materialize_grads = True
-        self.needs_input_grad = tuple(isinstance(a, Tensor) and (a.requires_grad or _stands_in(a._node))
-                                      for a in inputs)
+        self.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in inputs)
         self._inputs = tuple(a._node for a in inputs if isinstance(a, Tensor))
         self._outputs = ()  # weak references to the output nodes, to know when backward freed them
 
@@ -133,7 +131,10 @@ class Function:
             results = tuple(args[dirty[id(o)]] if id(o) in dirty else o for o in outputs)
             return results[0] if single else results
         cotangents = cotangent_placeholders(outputs)
-        returned = _run_backward(cls, ctx, cotangents, {d for _, d in before})
+        for a, (_, inside) in zip([a for a in args if isinstance(a, Tensor)], before):
+            if a.requires_grad:
+                stands_for_input(inside)
+        returned = _run_backward(cls, ctx, cotangents)
         positions = [k for k, a in enumerate(args) if isinstance(a, Tensor)]
         given = [clone(Tensor(node))._node if k in dirty.values() else node  # a copy no write marks: symgrad.storage
                  for k, (node, _) in zip(positions, before)]
@@ -169,46 +170,17 @@ def _rebound(tensor: Tensor, result: Tensor) -> Tensor:
     return tensor
 
 
-class _Recording(threading.local):
-    """The detached inputs of each custom backward being recorded, innermost last."""
-
-    def __init__(self):
-        self.stand_ins = []
-
-
-_recording = _Recording()
-
-
-def _stands_in(node) -> bool:
-    """Whether ``node`` is computed, in grad mode, from the detached inputs of a backward being
-    recorded.  They stand for inputs that require grad (PyTorch saves those), so a Function the
-    backward calls on them wants their gradient: its node is what a second derivative goes through."""
-    if not _recording.stand_ins or not is_grad_enabled():
-        return False
-    stand_ins = set().union(*_recording.stand_ins)
-    stack, seen = [node], set()
-    while stack:
-        node = stack.pop()
-        if node in stand_ins:
-            return True
-        if node in seen or node.op is LEAF:  # a leaf the backward made (a detach) stops the gradient
-            continue
-        seen.add(node)
-        stack.extend(node.inputs)
-    return False
-
-
-def _run_backward(cls, ctx, cotangents, stand_ins):
+def _run_backward(cls, ctx, cotangents):
     """The user's backward on placeholder cotangents, recorded with grad enabled (so it can be
-    differentiated again); what it returned, or the exception it raised."""
-    _recording.stand_ins.append(stand_ins)
+    differentiated again); what it returned, or the exception it raised.  The detached arguments
+    require grad by now where the caller's do, as PyTorch's saved inputs: what the backward computes
+    from them in grad mode is differentiated again, what it computes under no_grad is a constant
+    (``Walk.lower`` stops the gradient there), as are the forward's own intermediates."""
     try:
         with enable_grad():
             return cls.backward(ctx, *cotangents)
     except Exception as error:  # raised by the backward that reaches this call, not by the forward
         return error
-    finally:
-        _recording.stand_ins.pop()
 
 
 def once_differentiable(backward):

@@ -100,8 +100,8 @@ class SinhBad(torch.autograd.Function):
         return grad_input
 
 
-# The second derivative of sinh is sinh.  (SinhBad's first derivative is not differentiable in
-# PyTorch, whose second backward raises; symgrad's differentiates it.)
+# The second derivative of sinh is sinh.  (SinhBad's intermediates on ctx are constants to a
+# second derivative: PyTorch's raises, symgrad's is 0; tests/test_custom_function.py.)
 x = torch.tensor([0.5, 1.0], requires_grad=True, dtype=torch.double)
 out = sinh(x)
 grad_x, = torch.autograd.grad(out.sum(), x, create_graph=True)
