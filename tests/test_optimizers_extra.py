@@ -92,7 +92,10 @@ def lbfgs_fit(T, steps=2, **options):
 @pytest.mark.parametrize("options", [dict(line_search_fn="strong_wolfe", max_iter=8),
                                      dict(lr=0.5, max_iter=6, history_size=2)], ids=["strong wolfe", "short history"])
 def test_lbfgs_steps_and_state_are_pytorchs(torch, options):
-    """Sixteen iterations amplify the loss's last-bit rounding to a few float32 ulps of the weights."""
+    """Sixteen iterations amplify the loss's last-bit rounding to a few float32 ulps of the weights.
+    The last direction ``d`` is a difference of nearly equal gradients: on a host where PyTorch's
+    float32 exp rounds differently (test_parity_extra's log of exp) its small entries move by ~1e-6
+    at a scale of 5e-4, so it is compared at 1% of its scale."""
     (ours, losses, optimizer), (theirs, expected, reference) = (lbfgs_fit(T, **options) for T in (symgrad, torch))
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(losses, expected, rtol=1e-6)
@@ -101,7 +104,8 @@ def test_lbfgs_steps_and_state_are_pytorchs(torch, options):
     assert (mine["func_evals"], mine["n_iter"], len(mine["old_dirs"])) == \
         (saved["func_evals"], saved["n_iter"], len(saved["old_dirs"]))
     np.testing.assert_allclose(float(mine["t"]), float(saved["t"]), rtol=1e-6)
-    np.testing.assert_allclose(mine["d"].numpy(), saved["d"].numpy(), rtol=1e-5, atol=1e-6)
+    direction = saved["d"].numpy()
+    np.testing.assert_allclose(mine["d"].numpy(), direction, rtol=1e-5, atol=1e-2 * np.abs(direction).max())
 
 
 def rosenbrock_trials(T, dtype="float32", **options):
