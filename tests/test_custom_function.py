@@ -484,3 +484,43 @@ def test_a_second_derivative_through_a_once_differentiable_backward_raises_pytor
         assert x.grad is None
     assert symgrad.autograd.gradcheck(cubed_once(symgrad).apply, (symgrad.tensor(X, dtype=symgrad.float64,
                                                                                  requires_grad=True),))
+
+
+def reading_a_closure(T, W, H):
+    """A forward and a backward that read tensors from their closure: a parameter ``W`` and ``H``,
+    computed from another (both require grad)."""
+    class Scaled(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * W * H
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (x,) = ctx.saved_tensors
+            return grad_output * W * H + x * H
+    return Scaled
+
+
+def test_tensors_a_backward_reads_from_its_closure_are_reached_by_a_second_derivative(torch):
+    """PyTorch's forward reads them under no_grad (a first derivative does not reach them: None),
+    its backward in grad mode (a second derivative does, through the recorded gradient). symgrad
+    took them as constants: None at second order too."""
+    results = []
+    for T in (symgrad, torch):
+        W = T.tensor([2.0, -1.0, 0.5], dtype=T.float64, requires_grad=True)
+        V = T.tensor([0.5, 3.0, -2.0], dtype=T.float64, requires_grad=True)
+        x = T.tensor(X, dtype=T.float64, requires_grad=True)
+        function = reading_a_closure(T, W, V * 2)
+        (function.apply(x) ** 2).sum().backward()
+        out = function.apply(x)
+        first = T.autograd.grad(out.sum(), [W, V], allow_unused=True, retain_graph=True)
+        (g,) = T.autograd.grad((out ** 2).sum(), x, create_graph=True)
+        second = T.autograd.grad(g.sum(), [W, V, x])
+        results.append((first, g.detach().numpy(), [s.numpy() for s in second], W.grad))
+    (first, g, second, w_grad), (first_torch, g_torch, second_torch, w_grad_torch) = results
+    assert first == first_torch == (None, None)
+    assert w_grad is None and w_grad_torch is None
+    close(g, g_torch, rtol=1e-12)
+    for ours, theirs in zip(second, second_torch):
+        close(ours, theirs, rtol=1e-12)
