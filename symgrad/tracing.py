@@ -300,7 +300,7 @@ def gradient_path(root, inputs=None):
             targets.append(node)
         if node.written is not None:
             suspects.append(node)
-        for i in node.inputs if node.op.differentiated is None else node.op.differentiated(node):
+        for i in node.inputs:
             if i.written is not None or i.op.view and storage.base_written(i) is not None:
                 suspects.append(node)
             if i.requires_grad and i not in seen:

@@ -195,16 +195,8 @@ def _build(p, node, *inputs):
     return structure.output(p, inputs, output)
 
 
-def _arguments(node) -> tuple:
-    """The inputs a first derivative reaches: the call's tensor arguments, not the values its graphs
-    captured (PyTorch's forward took them under no_grad; its backward reads them, so a second
-    derivative reaches those that require grad, through the recorded gradient)."""
-    return node.inputs[:node.attrs[0].count]
-
-
-CUSTOM = Op("custom_function", None, _no_infer, _build, saves=True, differentiated=_arguments)
-CUSTOM_SAVING_NOTHING = Op("custom_function", None, _no_infer, _build, saves=False,  # a second backward is fine
-                           differentiated=_arguments)
+CUSTOM = Op("custom_function", None, _no_infer, _build, saves=True)
+CUSTOM_SAVING_NOTHING = Op("custom_function", None, _no_infer, _build, saves=False)  # a second backward is fine
 
 
 def custom_outputs(cls, ctx, args, declared, given, outputs, cotangents, returned) -> tuple:
@@ -236,7 +228,7 @@ def custom_outputs(cls, ctx, args, declared, given, outputs, cotangents, returne
         once = getattr(cls.backward, "once_differentiable", False)
         structure = _interned(key, lambda: Structure(cls.__name__, forward, positions, differentiable, firsts,
                                                      len(arguments), backward, targets, None, once))
-    inputs = tuple(given) + tuple(n if n.requires_grad else lazy_leaf(n) for n in captured)  # (``_arguments``)
+    inputs = tuple(given) + tuple(lazy_leaf(n) for n in captured)
     op = CUSTOM if ctx.to_save else CUSTOM_SAVING_NOTHING
     results = []
     for output, (o, wanted) in enumerate(zip(outputs, differentiable)):

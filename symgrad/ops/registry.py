@@ -63,9 +63,6 @@ class Op:
     # its inputs as PyTorch's ``grad_fn.next_functions`` shows them, where its order differs or PyTorch
     # records a node symgrad folds in (``nodes.Folded``); None: the node's inputs as they are
     shown_inputs: Callable | None = None
-    # the inputs its gradient reaches, where it reaches only some (a custom Function's node takes the
-    # values its backward reads too, which a second derivative reaches); None: all of them
-    differentiated: Callable | None = None
 
     def __repr__(self):
         return f"<op {self.name}>"
