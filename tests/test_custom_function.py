@@ -454,33 +454,3 @@ def test_a_second_derivative_through_the_forwards_intermediates_as_pytorch_takes
     close(h, h_torch, rtol=1e-12)
     exact = 2 * np.cosh(X) ** 2 + 2 * np.sinh(X) ** 2
     close(h, exact if function is sinh_with_outputs else 2 * np.cosh(X) ** 2, rtol=1e-6)
-
-
-def cubed_once(T):
-    class CubedOnce(T.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x ** 3
-
-        @staticmethod
-        @T.autograd.function.once_differentiable
-        def backward(ctx, grad_output):
-            (x,) = ctx.saved_tensors
-            return grad_output * 3 * x * x
-    return CubedOnce
-
-
-def test_a_second_derivative_through_a_once_differentiable_backward_raises_pytorchs_error(torch):
-    """It gave 0 (the backward runs under no_grad, so its result was a constant); PyTorch raises
-    when the second backward reaches it, and so does symgrad now, leaving ``x.grad`` unset."""
-    for T in (symgrad, torch):
-        x = T.tensor(X, dtype=T.float64, requires_grad=True)
-        (g,) = T.autograd.grad((cubed_once(T).apply(x) ** 2).sum(), x, create_graph=True)
-        close(g.detach().numpy(), 6 * X.astype(np.float64) ** 5, rtol=1e-12)
-        with pytest.raises(RuntimeError, match="differentiate twice a function that was marked with "
-                                               "@once_differentiable"):
-            g.sum().backward()
-        assert x.grad is None
-    assert symgrad.autograd.gradcheck(cubed_once(symgrad).apply, (symgrad.tensor(X, dtype=symgrad.float64,
-                                                                                 requires_grad=True),))

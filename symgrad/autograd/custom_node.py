@@ -39,31 +39,14 @@ class CustomVJP(StopGradient):
         return self.structure.cotangents(p, self.args[1:], self.output, g, out)
 
 
-ONCE_MESSAGE = "trying to differentiate twice a function that was marked with @once_differentiable"
-
-
-class OnceDifferentiable(StopGradient):
-    """The identity on a gradient that a backward marked ``once_differentiable`` returned: a second
-    derivative reaching it raises PyTorch's error (PyTorch's backward ran under no_grad, and its
-    results lead to an error node), rather than going through it or stopping at it silently."""
-
-    def vjp(self, p, g, out):
-        raise RuntimeError(ONCE_MESSAGE)
-
-
-# named as its base, as the heads are: SymPy's printers skip the base of a subclass of another name
-OnceDifferentiable.__name__ = OnceDifferentiable.__qualname__ = "StopGradient"
-
-
 _lowered = weakref.WeakKeyDictionary()  # program -> {(structure, inputs): (forward exprs, {output: symbol})}
 
 
 class Structure:
     """One recorded forward and backward, up to the values they carry: what lowering needs."""
 
-    def __init__(self, name, forward, outputs, differentiable, arguments, count, backward, gradients, error,
-                 once=False):
-        self.name, self.hint, self.once = name, name.lower(), once  # once: its backward is once_differentiable
+    def __init__(self, name, forward, outputs, differentiable, arguments, count, backward, gradients, error):
+        self.name, self.hint = name, name.lower()
         self.forward, self.outputs = forward.owned(), outputs  # the forward walk; each output's position in it
         self.differentiable = differentiable  # per output: whether it has a node of its own (``head``)
         self.arguments, self.count = arguments, count  # which of the ``count`` tensor arguments it declares
@@ -134,18 +117,8 @@ class Structure:
                 given.append(_full(p, g, node) if k == output else sp.S.Zero)
         given += inputs[self.count + self.captured:]
         lowered = self.backward.lower(p, given=given)
-        return [(inputs[k], _once(p, lowered[position]) if self.once else lowered[position])
-                for k, position in enumerate(self.gradients) if position >= 0 and isinstance(inputs[k], sp.Symbol)]
-
-
-def _once(p, gradient):
-    """``gradient`` behind an ``OnceDifferentiable`` head (a number has no derivative to refuse)."""
-    if gradient.is_Number:
-        return gradient
-    shape, dtype = p.shape_of(gradient), p.dtype_of(gradient)
-    if not isinstance(gradient, sp.Symbol):
-        gradient = p.assign(gradient, shape, dtype, "gradient")
-    return p.assign(OnceDifferentiable(gradient), shape, dtype, "once")
+        return [(inputs[k], lowered[position]) for k, position in enumerate(self.gradients)
+                if position >= 0 and isinstance(inputs[k], sp.Symbol)]
 
 
 def _full(p, g, node):
@@ -225,9 +198,8 @@ def custom_outputs(cls, ctx, args, declared, given, outputs, cotangents, returne
                         for g, a in zip(gradients, args) if isinstance(a, Tensor))
         captured += _captured(backward, len(declared))
         key = (cls, tuple(forward.entries), positions, differentiable, tuple(backward.entries), targets)
-        once = getattr(cls.backward, "once_differentiable", False)
         structure = _interned(key, lambda: Structure(cls.__name__, forward, positions, differentiable, firsts,
-                                                     len(arguments), backward, targets, None, once))
+                                                     len(arguments), backward, targets, None))
     inputs = tuple(given) + tuple(lazy_leaf(n) for n in captured)
     op = CUSTOM if ctx.to_save else CUSTOM_SAVING_NOTHING
     results = []

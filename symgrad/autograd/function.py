@@ -184,11 +184,9 @@ def _run_backward(cls, ctx, cotangents):
 
 
 def once_differentiable(backward):
-    """A backward that PyTorch runs under no_grad: a second derivative through its result raises
-    PyTorch's error (symgrad.autograd.custom_node.OnceDifferentiable)."""
+    """A backward that PyTorch runs under no_grad: its result is not differentiated again."""
     @functools.wraps(backward)
     def wrapped(ctx, *grad_outputs):
         with no_grad():
             return backward(ctx, *grad_outputs)
-    wrapped.once_differentiable = True
     return wrapped
