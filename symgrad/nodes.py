@@ -15,6 +15,8 @@ history that outlives the next program uncomputed is computed when it is used ag
 """
 from __future__ import annotations
 
+import contextlib
+
 import weakref
 
 from symgrad import dtypes, kinds
@@ -241,11 +243,23 @@ def lazy_leaf(source: Node, requires_grad: bool = False) -> Node:
     return Node(LEAF, (source,), (), source.shape, source.dtype, requires_grad)
 
 
-def stands_for_input(leaf: Node) -> None:
-    """``leaf`` (a detached argument of a custom Function) requires grad from now on, its kind too:
-    its Function's backward is recorded on it next (symgrad.autograd.function).  The forward was
-    recorded while it did not, so the forward's results are not set aside as results without history."""
-    leaf.requires_grad = True
+@contextlib.contextmanager
+def standing_for_inputs(leaves):
+    """``leaves`` (a custom Function's detached arguments) require grad, their kinds too, while its
+    backward is recorded on them and its graphs are kept (symgrad.autograd.function), as PyTorch's
+    saved inputs do; then they are detached leaves again, to a user who kept one from the forward.
+    The forward was recorded before: its results were not set aside as results without history."""
+    for leaf in leaves:
+        _relabel(leaf, True)
+    try:
+        yield
+    finally:
+        for leaf in leaves:
+            _relabel(leaf, False)
+
+
+def _relabel(leaf: Node, requires_grad: bool) -> None:
+    leaf.requires_grad = requires_grad
     leaf.kind, leaf.args, leaf.pending = _describe(leaf)
 
 

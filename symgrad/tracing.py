@@ -82,9 +82,10 @@ class Walk:
         return index[root]
 
     def owned(self) -> "Walk":
-        """This walk over private copies of its op nodes, for a walk kept to be lowered again later
-        (a custom Function's recorded graphs): a node someone else holds may be computed meanwhile,
-        and a computed node without history forgets its inputs (``Node.computed``)."""
+        """This walk over private copies of its nodes, for a walk kept to be lowered again later from
+        given inputs (a custom Function's recorded graphs): a node someone else holds may be computed
+        meanwhile, a computed node without history forgets its inputs (``Node.computed``), and an
+        input's requires_grad may change back (``nodes.standing_for_inputs``)."""
         walk = Walk()
         walk.entries, walk.inputs, walk.numbers_at = self.entries, self.inputs, self.numbers_at
         for node, entry in zip(self.order, self.entries):
@@ -92,6 +93,8 @@ class Walk:
                 inputs = tuple(walk.order[i] for i in entry[3]) if len(entry) > 2 else ()
                 node = Node(node.op, inputs, node.attrs, node.shape, node.dtype, node.requires_grad,
                             kind=node.kind, args=node.args, pending=node.pending)
+            else:
+                node = Node(LEAF, (), (), node.shape, node.dtype, node.requires_grad, kind=None)
             walk.index[node] = len(walk.order)
             walk.order.append(node)
         return walk

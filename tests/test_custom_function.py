@@ -454,3 +454,51 @@ def test_a_second_derivative_through_the_forwards_intermediates_as_pytorch_takes
     close(h, h_torch, rtol=1e-12)
     exact = 2 * np.cosh(X) ** 2 + 2 * np.sinh(X) ** 2
     close(h, exact if function is sinh_with_outputs else 2 * np.cosh(X) ** 2, rtol=1e-6)
+
+
+def test_a_once_differentiable_gradient_is_a_constant_to_autograd_grad(torch):
+    """PyTorch runs such a backward under no_grad: a second derivative by ``autograd.grad`` gets the
+    other terms only (symgrad's went through the backward's ops: [2.10, 6.88, 30.88])."""
+    results = []
+    for T in (symgrad, torch):
+        class CubedOnce(T.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x ** 3
+
+            @staticmethod
+            @T.autograd.function.once_differentiable
+            def backward(ctx, grad_output):
+                (x,) = ctx.saved_tensors
+                return grad_output * 3 * x * x
+
+        x = T.tensor([0.3, -0.7, 1.2], dtype=T.float64, requires_grad=True)
+        w = T.tensor([1.0, 2.0, 3.0], dtype=T.float64, requires_grad=True)
+        (g,) = T.autograd.grad((CubedOnce.apply(x) ** 2).sum() + (x * x * w).sum(), x, create_graph=True)
+        results.append([h.numpy() for h in T.autograd.grad(g.sum(), [x, w])])
+    for ours, theirs in zip(*results):
+        close(ours, theirs, rtol=1e-12)
+    close(results[0][0], [2.0, 4.0, 6.0], rtol=1e-12)
+
+
+def test_a_tensor_kept_from_the_forward_is_detached_after_the_call(torch):
+    """The backward is recorded on the detached arguments made to require grad; afterwards a user
+    who kept one from the forward holds a detached leaf again (PyTorch's is the argument itself; the
+    difference is listed in api.md), not a leaf that requires grad and never gets a gradient."""
+    stash = []
+
+    class Doubled(symgrad.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            stash.append(x)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            return grad_output * 2
+
+    x = symgrad.tensor(X, requires_grad=True)
+    Doubled.apply(x).sum().backward()
+    close(x.grad.numpy(), [2.0, 2.0, 2.0])
+    assert not stash[0].requires_grad and stash[0].is_leaf

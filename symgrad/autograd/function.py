@@ -26,7 +26,7 @@ from symgrad.autograd.custom_node import cotangent_placeholders, custom_outputs
 from symgrad.engine import FREED_MESSAGE
 from symgrad.grad_mode import enable_grad, is_grad_enabled, no_grad
 from symgrad.inplace import assign
-from symgrad.nodes import AccumulateGrad, grad_fn_of, stands_for_input
+from symgrad.nodes import AccumulateGrad, grad_fn_of, standing_for_inputs
 from symgrad.ops.shape import clone
 from symgrad.storage import storage_of
 from symgrad.tensor import Tensor
@@ -131,14 +131,12 @@ class Function:
             results = tuple(args[dirty[id(o)]] if id(o) in dirty else o for o in outputs)
             return results[0] if single else results
         cotangents = cotangent_placeholders(outputs)
-        for a, (_, inside) in zip([a for a in args if isinstance(a, Tensor)], before):
-            if a.requires_grad:
-                stands_for_input(inside)
-        returned = _run_backward(cls, ctx, cotangents)
         positions = [k for k, a in enumerate(args) if isinstance(a, Tensor)]
-        given = [clone(Tensor(node))._node if k in dirty.values() else node  # a copy no write marks: symgrad.storage
-                 for k, (node, _) in zip(positions, before)]
-        results = custom_outputs(cls, ctx, args, [d for _, d in before], given, outputs, cotangents, returned)
+        with standing_for_inputs([inside for k, (_, inside) in zip(positions, before) if args[k].requires_grad]):
+            returned = _run_backward(cls, ctx, cotangents)
+            given = [clone(Tensor(node))._node if k in dirty.values() else node  # a copy no write marks
+                     for k, (node, _) in zip(positions, before)]  # (symgrad.storage)
+            results = custom_outputs(cls, ctx, args, [d for _, d in before], given, outputs, cotangents, returned)
         results = tuple(_rebound(args[dirty[id(o)]], r) if id(o) in dirty else r for o, r in zip(outputs, results))
         ctx._outputs = tuple(weakref.ref(r._node) for r in results if isinstance(r, Tensor) and r.requires_grad)
         return results[0] if single else results
@@ -173,9 +171,9 @@ def _rebound(tensor: Tensor, result: Tensor) -> Tensor:
 def _run_backward(cls, ctx, cotangents):
     """The user's backward on placeholder cotangents, recorded with grad enabled (so it can be
     differentiated again); what it returned, or the exception it raised.  The detached arguments
-    require grad by now where the caller's do, as PyTorch's saved inputs: what the backward computes
-    from them in grad mode is differentiated again, what it computes under no_grad is a constant
-    (``Walk.lower`` stops the gradient there), as are the forward's own intermediates."""
+    require grad meanwhile where the caller's do, as PyTorch's saved inputs: what the backward
+    computes from them in grad mode is differentiated again, what it computes under no_grad is a
+    constant (``Walk.lower`` stops the gradient there), as are the forward's own intermediates."""
     try:
         with enable_grad():
             return cls.backward(ctx, *cotangents)
