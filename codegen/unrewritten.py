@@ -11,7 +11,10 @@ NaN or an infinity lost or made:
 - ``sqrt(a * a)`` to ``abs(a)`` and ``rsqrt(a * a)`` to ``1 / abs(a)`` (where the square overflows:
   PyTorch inf and 0);
 - ``(a / b) / c`` to ``a / (b * c)`` and ``a / (b / c)`` to ``(a * c) / b`` (``1e30 / 1e20 / 1e20``:
-  PyTorch 1e-10, reassociated 0).
+  PyTorch 1e-10, reassociated 0);
+- inside its expansions of ``cosh``, ``sinh``, ``acos`` and ``acosh``, a constant of the argument
+  with the expansion's own (``(a - c) - log 2`` to ``a - (c + log 2)``): float32 ``cosh(x - 1e8)`` at
+  ``x = 1e8`` was 1.5, ``acosh`` 0 (PyTorch 1 and NaN), ``sinh(8)`` so reached twice its value.
 
 A pattern may span assignments of the program (XLA sees one graph), so each operand's assignment
 is looked up, through negations (XLA cancels two).  The inner operand of such a pattern is printed
@@ -26,6 +29,7 @@ import sympy as sp
 
 _LOGS = frozenset({"log", "log2", "log10"})
 _EXPS = frozenset({"exp", "exp2"})
+_EXPANDED = frozenset({"cosh", "sinh", "acos", "acosh"})  # XLA computes them from their argument and constants
 
 
 class Unrewritten(sp.Function):
@@ -85,6 +89,10 @@ class _Guard:
         if name in _LOGS:
             inner = self.seen(expr.args[0])
             if _exp(inner) or _power(inner) or (isinstance(inner, sp.Pow) and inner.exp == -sp.S.Half):
+                args[0] = Unrewritten(args[0])
+        elif name in _EXPANDED:
+            inner = self.seen(expr.args[0])
+            if isinstance(inner, sp.Add) and any(a.is_Number for a in inner.args):
                 args[0] = Unrewritten(args[0])
         elif isinstance(expr, sp.Pow):
             base = self.seen(expr.args[0])

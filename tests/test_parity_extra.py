@@ -244,6 +244,23 @@ def test_divisions_at_huge_values(torch):
     assert ours == theirs
 
 
+@pytest.mark.parametrize("dtype, offset", [("float32", 1e8), ("float64", 1e30)])
+def test_functions_xla_expands_of_an_argument_with_a_large_constant(torch, dtype, offset):
+    """XLA reassociated a constant of the argument with those of its expansions of cosh, sinh, acos
+    and acosh: float32 cosh(x - 1e8) at x = 1e8 was 1.5 (PyTorch 1), acosh 0 (NaN), sinh(8) twice
+    PyTorch's (codegen.unrewritten; the random-programs fuzzer found acosh)."""
+    start = np.array([offset, offset + 8, offset + 1, offset + 0.5 * offset * 1e-7], dtype)
+    for name in ("cosh", "sinh", "acos", "acosh"):
+        values = []
+        for T in (symgrad, torch):
+            x = T.tensor(start, requires_grad=True)
+            y = getattr(T, name)(x - offset)
+            (y * T.tensor(np.array([0.5, -1.0, 2.0, 1.5], dtype))).sum().backward()
+            values.append((y.detach().numpy(), x.grad.numpy()))
+        for ours, theirs in zip(*values):
+            np.testing.assert_allclose(ours, theirs, rtol=2e-6, equal_nan=True, err_msg=name)
+
+
 def test_integer_to_negative_integer_powerraised(torch):
     """Was: symgrad returns an 'int64' tensor holding floats (prints [1.0, 0.5, 0.333...])."""
     run = lambda T: T.tensor([1, 2, 3]) ** -1  # noqa: E731
