@@ -75,8 +75,9 @@ def test_vector_outputs_unused_inputs_and_materialized_grads(torch):
         g, none = T.autograd.grad(y, (x, unused), grad_outputs=T.tensor([1.0, 0.5, -1.0]), create_graph=True,
                                   allow_unused=True)
         zeros = T.autograd.grad((g * g).sum(), (x, unused), materialize_grads=True)
-        with pytest.raises(RuntimeError, match="appears to not have been used"):
-            T.autograd.grad(y.sum(), (x, unused), create_graph=True)
+        for create_graph in (True, False):
+            with pytest.raises(RuntimeError, match="^The differentiated Tensor at index 1 appears to not have been used"):
+                T.autograd.grad(y.sum(), (x, unused), create_graph=create_graph, retain_graph=True)
         results.append((g.detach().numpy(), none, zeros[0].numpy(), zeros[1].numpy()))
     assert results[0][1] is None and results[1][1] is None
     for k in (0, 2, 3):

@@ -47,8 +47,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         result = differentiable_gradients(outputs, seeds, inputs)
     else:
         result = _gradients(outputs, seeds, inputs, retain_graph)
-    if not allow_unused and any(r is None for r in result):
-        raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
+    unused = next((k for k, r in enumerate(result) if r is None), None)  # (``index`` would compare tensors)
+    if not allow_unused and unused is not None:
+        raise RuntimeError(f"The differentiated Tensor at index {unused} appears to not have been used in the graph. "
                            "Set allow_unused=True if this is the desired behavior.")
     if materialize_grads:
         result = [zeros_like(t) if r is None else r for r, t in zip(result, inputs)]
