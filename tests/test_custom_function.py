@@ -502,3 +502,59 @@ def test_a_tensor_kept_from_the_forward_is_detached_after_the_call(torch):
     Doubled.apply(x).sum().backward()
     close(x.grad.numpy(), [2.0, 2.0, 2.0])
     assert not stash[0].requires_grad and stash[0].is_leaf
+
+
+def returning_its_input(T):
+    """A forward that returns its argument as it is and saves it."""
+    class Squared(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (x,) = ctx.saved_tensors
+            return grad_output * 2 * x
+    return Squared
+
+
+def returning_its_input_and_a_result(T):
+    class Both(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x * 3
+            ctx.save_for_backward(x, y)
+            return x, y
+
+        @staticmethod
+        def backward(ctx, grad_x, grad_y):
+            x, y = ctx.saved_tensors
+            return grad_x * x + grad_y * y
+    return Both
+
+
+def _higher_derivatives(T, function, of_a_result):
+    x = T.tensor([1.0, 2.0, 3.0], dtype=T.float64, requires_grad=True)
+    if function is returning_its_input_and_a_result:
+        a, b = function(T).apply(x)
+        loss = (a + b).sum()
+    else:
+        z = function(T).apply(x * 1 if of_a_result else x)
+        loss = (z * z).sum() if of_a_result else z.sum()
+    (g,) = T.autograd.grad(loss, x, create_graph=True)
+    (h,) = T.autograd.grad((g * g).sum(), x, create_graph=True)
+    h.sum().backward()
+    return [t.detach().numpy() for t in (g, h, x.grad)]
+
+
+@pytest.mark.parametrize("function, of_a_result", [(returning_its_input, False), (returning_its_input, True),
+                                                   (returning_its_input_and_a_result, False)])
+def test_an_argument_returned_as_it_is_stays_the_argument_where_the_backward_reads_it(torch, function, of_a_result):
+    """PyTorch's output is then a new tensor and what was saved is the input, so a second derivative
+    does not go through this backward again (symgrad's did: 4x where PyTorch's d(2x)/dx is 2)."""
+    ours, theirs = (_higher_derivatives(T, function, of_a_result) for T in (symgrad, torch))
+    for a, b in zip(ours, theirs):
+        close(a, b, rtol=1e-12)
+    if function is returning_its_input and not of_a_result:
+        close(ours[1], [8.0, 16.0, 24.0], rtol=1e-12)  # d/dx sum((2x)^2); through the backward again: 16 x^2

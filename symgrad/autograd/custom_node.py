@@ -103,13 +103,16 @@ class Structure:
         """``[(input, cotangent)]``: the recorded backward lowered with ``g`` for output ``output``
         (zeros for the others).  Where it reads a saved output it reads the output itself, whose
         gradient is this backward again; the forward's other results are constants to it, as in
-        PyTorch (``Walk.lower`` stops their gradient: the arguments require grad by now)."""
+        PyTorch (``Walk.lower`` stops their gradient: the arguments require grad by now).  An
+        argument ``forward`` returned as it is stays the argument where the backward reads it
+        (PyTorch's output is then a new tensor, and what was saved is the input)."""
         if self.error is not None:
             raise self.error
         exprs, _ = self.lower_forward(p, inputs)
         given = list(exprs)
+        entries = self.forward.entries
         for k, position in enumerate(self.outputs):
-            if position >= 0 and self.differentiable[k]:
+            if position >= 0 and self.differentiable[k] and entries[position][0] is not None:
                 given[position] = out if k == output else self.output(p, inputs, k)
         for k, position in enumerate(self.outputs):
             if position >= 0:
