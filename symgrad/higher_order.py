@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from symgrad import engine
+from symgrad import engine, storage
 from symgrad.autodiff import reverse_mode
 from symgrad.grad_mode import is_grad_enabled
 from symgrad.nodes import CONST, LEAF, Node
@@ -109,6 +109,23 @@ def gradient_node(root: Node, target: Node, seed: Node | None) -> Node:
     inputs = [node for node, entry in zip(walk.order, walk.entries) if entry[0] is None]
     if seed is not None:
         inputs.append(seed)
-    requires_grad = is_grad_enabled() and any(n.requires_grad for n in inputs)
+    requires_grad = is_grad_enabled() and (seed is not None and seed.requires_grad or _reads_history(walk, target))
     return Node(GRADIENT, tuple(inputs), (Derivative(root, target, walk), seed is not None), target.shape,
                 target.dtype, requires_grad, None, None, None, None)
+
+
+def _reads_history(walk: Walk, target: Node) -> bool:
+    """Whether PyTorch's gradient toward ``target`` has history: some backward on the way from the
+    root reads a saved tensor that requires grad (an input, or its own result).  Where none does
+    (``x * 2``, ``x.sum()``, a custom Function that saves nothing), the gradient is a constant,
+    whatever it is mathematically, and a second derivative through it raises, as PyTorch's does."""
+    reached = {target}
+    for node, entry in zip(walk.order, walk.entries):  # inputs before the nodes that use them
+        if entry[0] is None or not node.requires_grad:
+            continue
+        on_the_way = [k for k, i in enumerate(node.inputs) if i in reached]
+        if on_the_way:
+            reached.add(node)
+            if any(storage.gradient_has_history(node, k) for k in on_the_way):
+                return True
+    return False

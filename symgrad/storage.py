@@ -282,7 +282,7 @@ def mark_detached(storage: Storage) -> None:
 def check_saved(nodes) -> None:
     """PyTorch's error if one of ``nodes`` (on a gradient path) saved a value changed in place since."""
     for node in nodes:
-        if node.written is not None and _saves_output(node):
+        if node.written is not None and saves_output(node):
             _refuse(node.written, node)
         for position, i in enumerate(node.inputs):
             if i.written is not None:
@@ -334,6 +334,13 @@ SAVES_NOTHING = frozenset({"floor", "ceil", "round", "round_decimals", "trunc", 
 PRODUCTS = frozenset({"mul", "matmul", "bmm", "linear", "einsum", "cross"})
 # ...and those that add a product of the other two to their first input, which they never read
 SCALED_PRODUCTS = frozenset({"addmm", "baddbmm", "addbmm", "addmv", "addr", "addcmul", "addcdiv"})
+# ...whose gradients are the cotangent sent through a mask or indices made from what they keep, or
+# zeros: PyTorch's gradients have no history from those (their formulas are not differentiable there)
+SELECTS = frozenset({"max", "min", "median", "cummax", "cummin", "gather", "take_flat", "put_at", "clamp",
+                     "clamp_min", "clamp_max", "fmax", "fmin", "maximum", "minimum", "nan_to_num", "nansum",
+                     "div_rounded"})
+# ...whose first input is only added to (scaled by a number): its gradient is the cotangent's
+ADDENDS = SCALED_PRODUCTS | {"adam_exp_avg_sq", "adam_update"}
 
 
 def keeps_tensors(node) -> bool:
@@ -351,9 +358,39 @@ def _saves_nothing(node) -> bool:
             or name == "adaptive_avg_pool2d" and node.attrs[0] == (1, 1))  # PyTorch's mean over the plane
 
 
-def _saves_output(node) -> bool:
+def saves_output(node) -> bool:
+    """Whether PyTorch's backward of ``node`` keeps its result."""
     name = node.op.name
     return name in SAVES_RESULT or name in SAVES_BOTH or name == "pow" and node.inputs[1].requires_grad
+
+
+def gradient_has_history(node, position: int) -> bool:
+    """Whether PyTorch's gradient toward input ``position`` of ``node`` (under ``create_graph``) reads a
+    tensor it kept that requires grad: then it has history even from a cotangent without any."""
+    name, inputs = node.op.name, node.inputs
+    if (name in SELECTS or position == 0 and (name in ADDENDS or name in ("remainder", "fmod"))
+            or position == 1 and name == "copysign" or position == 2 and name == "linear"
+            or name == "group_norm" and node.attrs[3] and position == len(inputs) - 1  # a bias
+            or name == "triangular_solve" and node.attrs[0] == 1  # the copy of the matrix
+            or _of_one_element(node)):
+        return False
+    if name == "xlogy" and position == 0:  # x's gradient reads y (and x only through x != 0)
+        return inputs[1].requires_grad
+    return saves_output(node) and node.requires_grad or any(
+        i.requires_grad and saves_input(node, k) for k, i in enumerate(inputs))
+
+
+def _of_one_element(node) -> bool:
+    """PyTorch's backwards that return the cotangent as it is for a single element: prod and
+    logcumsumexp of a 0-d tensor, cumprod along a dim of one element or none, det of 1x1 matrices."""
+    name, shape = node.op.name, node.inputs[0].shape if node.inputs else None
+    if shape is None:
+        return False
+    if name in ("prod", "logcumsumexp"):
+        return shape == ()
+    if name == "cumprod":
+        return shape == () or shape[node.attrs[0]] <= 1
+    return name == "det" and shape[-1:] == (1,)
 
 
 def saves_input(node, position: int) -> bool:

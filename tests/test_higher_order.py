@@ -66,6 +66,53 @@ def test_backward_with_create_graph_fills_grad_with_history(torch):
         close(a, b)
 
 
+def _sinh_bad(T, x):
+    """The double-backward tutorial's SinhBad: its backward reads what the forward kept on ctx."""
+    class SinhBad(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.expx, ctx.expnegx = T.exp(x), T.exp(-x)
+            return (ctx.expx - ctx.expnegx) / 2
+
+        @staticmethod
+        def backward(ctx, grad_out):
+            return grad_out * (ctx.expx + ctx.expnegx) / 2
+    return SinhBad.apply(x)
+
+
+CONSTANT_GRADIENTS = {  # name: (the loss of x, whether PyTorch's create_graph gradient has history)
+    "x * 2": (lambda T, x, y: (x * 2).sum(), False),
+    "x.sum() + y": (lambda T, x, y: x.sum() + (y * y).sum(), False),
+    "x * y": (lambda T, x, y: (x * y).sum(), True),
+    "x * x.detach()": (lambda T, x, y: (x * x.detach()).sum(), False),
+    "clamp then exp": (lambda T, x, y: x.clamp(0.6, 2.0).exp().sum(), True),
+    "exp then clamp": (lambda T, x, y: x.exp().clamp(0.0, 2.0).sum(), True),
+    "relu": (lambda T, x, y: T.relu(x).sum(), True),
+    "mean of a max": (lambda T, x, y: T.stack([x, y]).amax(0).mean(), False),
+    "SinhBad": (lambda T, x, y: _sinh_bad(T, x).sum(), False),
+}
+
+
+@pytest.mark.parametrize("name", list(CONSTANT_GRADIENTS))
+def test_a_gradient_has_history_where_pytorchs_has(torch, name):
+    """A create_graph gradient is a constant where no backward on the way reads a kept tensor that
+    requires grad: no grad_fn, and a second derivative through it raises PyTorch's error (symgrad's
+    was 0), in autograd.grad and in backward(create_graph=True) alike."""
+    loss, history = CONSTANT_GRADIENTS[name]
+    for T in (symgrad, torch):
+        x = T.tensor([0.5, 1.0], dtype=T.float64, requires_grad=True)
+        y = T.tensor([0.7, -0.2], dtype=T.float64, requires_grad=True)
+        (g,) = T.autograd.grad(loss(T, x, y), x, create_graph=True)
+        assert (g.requires_grad, g.grad_fn is not None) == (history, history), T.__name__
+        if history:
+            T.autograd.grad(g.sum(), x, allow_unused=True)
+        else:
+            with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+                T.autograd.grad(g.sum(), x)
+        loss(T, x, y).backward(create_graph=True)
+        assert x.grad.requires_grad == history, T.__name__
+
+
 def test_vector_outputs_unused_inputs_and_materialized_grads(torch):
     results = []
     for T in (symgrad, torch):

@@ -60,3 +60,36 @@ def test_gradient_of_gradient_matches_pytorch(name, op, example, torch):
     for k, (s, t) in enumerate(zip(ours, theirs)):  # None (unused) on one side is zeros on the other
         np.testing.assert_allclose(0.0 if s is None else s, 0.0 if t is None else t, rtol=1e-7, atol=1e-10,
                                    err_msg=f"{name}: second-order term {k}")
+
+
+def _has_history(T, op, example, values, cotangent):
+    """Per float input: whether its create_graph gradient from a cotangent without history has
+    history (None where unused); None if the output does not require grad."""
+    args = [v if np.isscalar(v) else T.tensor(v, requires_grad=v.dtype.kind == "f") for v in values]
+    attrs = [getattr(T, a.name) if isinstance(a, symgrad.dtype) else a for a in example.attrs]
+    out = invariant(apply(op, *args, attrs=example.attrs) if T is symgrad else op.torch_fn(T, *args, *attrs), example)
+    if not out.requires_grad:
+        return None
+    wrt = [a for a in args if not np.isscalar(a) and a.requires_grad]
+    grads = T.autograd.grad(out, wrt, T.tensor(cotangent), create_graph=True, allow_unused=True)
+    return [g is not None and g.requires_grad for g in grads]
+
+
+ALL_EXAMPLES = list(cases())
+
+
+@pytest.mark.parametrize("name,op,example", ALL_EXAMPLES, ids=[c[0] for c in ALL_EXAMPLES])
+def test_a_create_graph_gradient_has_history_where_pytorchs_has(name, op, example, torch):
+    """PyTorch's gradient has history only where a backward formula reads a kept tensor that
+    requires grad (``x * 2``'s and ``x.sum()``'s are constants, a second derivative through them
+    raises): symgrad's gradient requires grad exactly there, for every example of every op."""
+    rng = np.random.default_rng(zlib.crc32(name.encode()) + 5)
+    values = make_inputs(op, example, rng)
+    try:
+        t_out = op.torch_fn(torch, *[v if np.isscalar(v) else torch.tensor(v) for v in values],
+                            *[getattr(torch, a.name) if isinstance(a, symgrad.dtype) else a for a in example.attrs])
+        cotangent = rng.standard_normal(tuple(invariant(t_out, example).shape))
+        theirs = _has_history(torch, op, example, values, cotangent)
+    except (RuntimeError, NotImplementedError) as error:  # PyTorch refuses these inputs or this backward
+        pytest.skip(f"PyTorch: {str(error).splitlines()[0][:100]}")
+    assert _has_history(symgrad, op, example, values, cotangent) == theirs
