@@ -421,6 +421,18 @@ def sinh_saving_intermediates(T):
     return SinhBad
 
 
+def test_a_gradient_through_a_backward_that_reads_only_constants_has_no_history(torch):
+    """SinhBad's gradient reads only what the forward kept on ctx, constants to autograd: PyTorch's has
+    no grad_fn and a second derivative raises (symgrad's required grad, and its second derivative was 0)."""
+    for T in (symgrad, torch):
+        x = T.tensor(X, dtype=T.float64, requires_grad=True)
+        (g,) = T.autograd.grad(sinh_saving_intermediates(T).apply(x).sum(), x, create_graph=True)
+        assert not g.requires_grad and g.grad_fn is None
+        close(g.numpy(), np.cosh(X), rtol=1e-6)
+        with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+            T.autograd.grad(g.sum(), x)
+
+
 def sinh_with_outputs(T):
     """The tutorial's Sinh: the intermediates returned as outputs too, so the second derivative goes
     through them (through this backward again), though the caller uses only the first."""

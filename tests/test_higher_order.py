@@ -66,20 +66,6 @@ def test_backward_with_create_graph_fills_grad_with_history(torch):
         close(a, b)
 
 
-def _sinh_bad(T, x):
-    """The double-backward tutorial's SinhBad: its backward reads what the forward kept on ctx."""
-    class SinhBad(T.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.expx, ctx.expnegx = T.exp(x), T.exp(-x)
-            return (ctx.expx - ctx.expnegx) / 2
-
-        @staticmethod
-        def backward(ctx, grad_out):
-            return grad_out * (ctx.expx + ctx.expnegx) / 2
-    return SinhBad.apply(x)
-
-
 CONSTANT_GRADIENTS = {  # name: (the loss of x, whether PyTorch's create_graph gradient has history)
     "x * 2": (lambda T, x, y: (x * 2).sum(), False),
     "x.sum() + y": (lambda T, x, y: x.sum() + (y * y).sum(), False),
@@ -89,7 +75,6 @@ CONSTANT_GRADIENTS = {  # name: (the loss of x, whether PyTorch's create_graph g
     "exp then clamp": (lambda T, x, y: x.exp().clamp(0.0, 2.0).sum(), True),
     "relu": (lambda T, x, y: T.relu(x).sum(), True),
     "mean of a max": (lambda T, x, y: T.stack([x, y]).amax(0).mean(), False),
-    "SinhBad": (lambda T, x, y: _sinh_bad(T, x).sum(), False),
 }
 
 
@@ -97,7 +82,8 @@ CONSTANT_GRADIENTS = {  # name: (the loss of x, whether PyTorch's create_graph g
 def test_a_gradient_has_history_where_pytorchs_has(torch, name):
     """A create_graph gradient is a constant where no backward on the way reads a kept tensor that
     requires grad: no grad_fn, and a second derivative through it raises PyTorch's error (symgrad's
-    was 0), in autograd.grad and in backward(create_graph=True) alike."""
+    was 0), in autograd.grad and in backward(create_graph=True) alike (a custom Function's:
+    test_custom_function.py)."""
     loss, history = CONSTANT_GRADIENTS[name]
     for T in (symgrad, torch):
         x = T.tensor([0.5, 1.0], dtype=T.float64, requires_grad=True)

@@ -22,14 +22,19 @@ FIRST_EXAMPLES = [case for case in cases() if case[0].endswith("-0") or set(case
 _FORCE = {}  # PyTorch returns ZeroTensors, which numpy() reads only when forced
 
 
-def _second_order(T, op, example, values, cotangent, directions):
-    """(gradient-of-gradient per float input and for the cotangent), None where unused."""
+def _applied(T, op, example, values):
+    """The op's output in module ``T`` (symgrad or torch) and its float inputs, which require grad."""
     args = [v if np.isscalar(v) else T.tensor(v, requires_grad=v.dtype.kind == "f") for v in values]
     attrs = [getattr(T, a.name) if isinstance(a, symgrad.dtype) else a for a in example.attrs]
     out = invariant(apply(op, *args, attrs=example.attrs) if T is symgrad else op.torch_fn(T, *args, *attrs), example)
+    return out, [a for a in args if not np.isscalar(a) and a.requires_grad]
+
+
+def _second_order(T, op, example, values, cotangent, directions):
+    """(gradient-of-gradient per float input and for the cotangent), None where unused."""
+    out, wrt = _applied(T, op, example, values)
     if not out.requires_grad:
         return None
-    wrt = [a for a in args if not np.isscalar(a) and a.requires_grad]
     seed = T.tensor(cotangent, requires_grad=True)
     grads = T.autograd.grad(out, wrt, seed, create_graph=True, allow_unused=True)
     weighted = sum((g * T.tensor(d)).sum() for g, d in zip(grads, directions) if g is not None)
@@ -65,12 +70,9 @@ def test_gradient_of_gradient_matches_pytorch(name, op, example, torch):
 def _has_history(T, op, example, values, cotangent):
     """Per float input: whether its create_graph gradient from a cotangent without history has
     history (None where unused); None if the output does not require grad."""
-    args = [v if np.isscalar(v) else T.tensor(v, requires_grad=v.dtype.kind == "f") for v in values]
-    attrs = [getattr(T, a.name) if isinstance(a, symgrad.dtype) else a for a in example.attrs]
-    out = invariant(apply(op, *args, attrs=example.attrs) if T is symgrad else op.torch_fn(T, *args, *attrs), example)
+    out, wrt = _applied(T, op, example, values)
     if not out.requires_grad:
         return None
-    wrt = [a for a in args if not np.isscalar(a) and a.requires_grad]
     grads = T.autograd.grad(out, wrt, T.tensor(cotangent), create_graph=True, allow_unused=True)
     return [g is not None and g.requires_grad for g in grads]
 

@@ -101,7 +101,7 @@ class SinhBad(torch.autograd.Function):
 
 
 # The second derivative of sinh is sinh.  (SinhBad's intermediates on ctx are constants to a
-# second derivative: its gradient has no history, and one raises; tests/test_higher_order.py.)
+# second derivative: its gradient has no history, and one raises; tests/test_custom_function.py.)
 x = torch.tensor([0.5, 1.0], requires_grad=True, dtype=torch.double)
 out = sinh(x)
 grad_x, = torch.autograd.grad(out.sum(), x, create_graph=True)
