@@ -14,7 +14,7 @@ import sympy as sp
 from symgrad import engine, storage
 from symgrad.autodiff import reverse_mode
 from symgrad.grad_mode import is_grad_enabled
-from symgrad.nodes import CONST, LEAF, Node
+from symgrad.nodes import CONST, LEAF, Node, lazy_leaf
 from symgrad.ops.registry import Op
 from symgrad.tracing import Walk
 
@@ -106,26 +106,38 @@ def gradient_node(root: Node, target: Node, seed: Node | None) -> Node:
         engine.realize(waiting)
         walk = Walk()
         walk.add(root, True)
+    connected = _history(walk, root, target, seed)
     inputs = [node for node, entry in zip(walk.order, walk.entries) if entry[0] is None]
     if seed is not None:
         inputs.append(seed)
-    requires_grad = is_grad_enabled() and (seed is not None and seed.requires_grad or _reads_history(walk, target))
+    inputs = [node if node in connected or not node.requires_grad else lazy_leaf(node) for node in inputs]
+    requires_grad = is_grad_enabled() and any(n.requires_grad for n in inputs)
     return Node(GRADIENT, tuple(inputs), (Derivative(root, target, walk), seed is not None), target.shape,
                 target.dtype, requires_grad, None, None, None, None)
 
 
-def _reads_history(walk: Walk, target: Node) -> bool:
-    """Whether PyTorch's gradient toward ``target`` has history: some backward on the way from the
-    root reads a saved tensor that requires grad (an input, or its own result).  Where none does
-    (``x * 2``, ``x.sum()``, a custom Function that saves nothing), the gradient is a constant,
-    whatever it is mathematically, and a second derivative through it raises, as PyTorch's does."""
-    reached = {target}
+def _history(walk: Walk, root: Node, target: Node, seed: Node | None) -> set:
+    """The inputs (and the seed) that PyTorch's gradient toward ``target`` is connected to: the history
+    of the tensors that require grad which its backwards read on the way from the root (an input or a
+    result of theirs), and of the seed, down to the first backward that drops the cotangent (``sign``'s
+    zeros).  Where there are none (``x * 2``, ``x.sum()``, a custom Function that saves nothing) the
+    gradient is a constant, whatever it is mathematically, and a second derivative through it raises,
+    as PyTorch's does; an input on no such way gets no ``.grad`` from it."""
+    reached, on_the_way = {target}, []
     for node, entry in zip(walk.order, walk.entries):  # inputs before the nodes that use them
         if entry[0] is None or not node.requires_grad:
             continue
-        on_the_way = [k for k, i in enumerate(node.inputs) if i in reached]
-        if on_the_way:
+        ways = [k for k, i in enumerate(node.inputs) if i in reached]
+        if ways:
             reached.add(node)
-            if any(storage.gradient_has_history(node, k) for k in on_the_way):
-                return True
-    return False
+            on_the_way.append((node, ways))
+    read = {root: {seed} if seed is not None and seed.requires_grad else set()}  # what each cotangent's history holds
+    for node, ways in reversed(on_the_way):  # from the root down
+        passed = read.get(node, set()) if node.op.name not in storage.DROPS_THE_COTANGENT else set()
+        for k in ways:
+            read.setdefault(node.inputs[k], set()).update(passed, storage.gradient_reads(node, k))
+    needed = set(read.get(target, ()))
+    for node, entry in zip(reversed(walk.order), reversed(walk.entries)):  # and their own history
+        if node in needed and entry[0] is not None:
+            needed.update(node.inputs)
+    return needed

@@ -339,6 +339,9 @@ SCALED_PRODUCTS = frozenset({"addmm", "baddbmm", "addbmm", "addmv", "addr", "add
 SELECTS = frozenset({"max", "min", "median", "cummax", "cummin", "gather", "take_flat", "put_at", "clamp",
                      "clamp_min", "clamp_max", "fmax", "fmin", "maximum", "minimum", "nan_to_num", "nansum",
                      "div_rounded"})
+# ...whose gradient is zeros, whatever the cotangent: nothing above them reaches a gradient through them
+DROPS_THE_COTANGENT = frozenset({"floor", "ceil", "round", "round_decimals", "trunc", "sign", "floor_divide",
+                                 "div_rounded"})
 # ...whose first input is only added to (scaled by a number): its gradient is the cotangent's
 ADDENDS = SCALED_PRODUCTS | {"adam_exp_avg_sq", "adam_update"}
 
@@ -364,20 +367,20 @@ def saves_output(node) -> bool:
     return name in SAVES_RESULT or name in SAVES_BOTH or name == "pow" and node.inputs[1].requires_grad
 
 
-def gradient_has_history(node, position: int) -> bool:
-    """Whether PyTorch's gradient toward input ``position`` of ``node`` (under ``create_graph``) reads a
-    tensor it kept that requires grad: then it has history even from a cotangent without any."""
+def gradient_reads(node, position: int) -> list:
+    """The tensors that require grad which PyTorch's gradient toward input ``position`` of ``node``
+    reads (under ``create_graph``): their history is its history, even from a cotangent without any."""
     name, inputs = node.op.name, node.inputs
     if (name in SELECTS or position == 0 and (name in ADDENDS or name in ("remainder", "fmod"))
             or position == 1 and name == "copysign" or position == 2 and name == "linear"
             or name == "group_norm" and node.attrs[3] and position == len(inputs) - 1  # a bias
             or name == "triangular_solve" and node.attrs[0] == 1  # the copy of the matrix
             or _of_one_element(node)):
-        return False
+        return []
     if name == "xlogy" and position == 0:  # x's gradient reads y (and x only through x != 0)
-        return inputs[1].requires_grad
-    return saves_output(node) and node.requires_grad or any(
-        i.requires_grad and saves_input(node, k) for k, i in enumerate(inputs))
+        return [inputs[1]] if inputs[1].requires_grad else []
+    read = [i for k, i in enumerate(inputs) if i.requires_grad and saves_input(node, k)]
+    return read + [node] if saves_output(node) and node.requires_grad else read
 
 
 def _of_one_element(node) -> bool:
@@ -400,6 +403,8 @@ def saves_input(node, position: int) -> bool:
         return True
     if op.name == "put_at":  # index_add_ and put_ keep the source (its shape), index_put_ the indices only
         return position == 1 and node.attrs[-1] != "IndexPutBackward0"
+    if op.name in ("convolution_bias", "conv_transpose_bias") and position == len(node.inputs) - 1:
+        return False  # ConvolutionBackward0 keeps the bias's sizes only
     if op.name == "pad":  # only reflecting and replicating read the input again
         return node.attrs[0] in ("reflect", "replicate")
     if _saves_nothing(node) or op.name in SAVES_RESULT or op.name in KEEPS_OTHERS or op.name == "embedding":

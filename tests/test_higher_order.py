@@ -75,6 +75,7 @@ CONSTANT_GRADIENTS = {  # name: (the loss of x, whether PyTorch's create_graph g
     "exp then clamp": (lambda T, x, y: x.exp().clamp(0.0, 2.0).sum(), True),
     "relu": (lambda T, x, y: T.relu(x).sum(), True),
     "mean of a max": (lambda T, x, y: T.stack([x, y]).amax(0).mean(), False),
+    "sign then exp": (lambda T, x, y: (T.sign(x) * y).exp().sum(), False),  # sign's zeros drop exp's history
 }
 
 
@@ -97,6 +98,19 @@ def test_a_gradient_has_history_where_pytorchs_has(torch, name):
                 T.autograd.grad(g.sum(), x)
         loss(T, x, y).backward(create_graph=True)
         assert x.grad.requires_grad == history, T.__name__
+
+
+def test_a_second_derivative_reaches_only_the_leaves_the_gradient_read(torch):
+    """The gradient w.r.t. x of a loss with a branch of y alone does not read y: a backward through
+    it leaves y.grad None, as PyTorch's (symgrad's gradient took every leaf of the loss as an input,
+    so y.grad was zeros)."""
+    for T in (symgrad, torch):
+        x = T.tensor([0.5, 1.0], dtype=T.float64, requires_grad=True)
+        y = T.tensor([0.7, -0.2], dtype=T.float64, requires_grad=True)
+        (g,) = T.autograd.grad((x.exp() * 3).sum() + (y * y).sum(), x, create_graph=True)
+        (g * g).sum().backward()
+        assert y.grad is None, T.__name__
+        close(x.grad.numpy(), 18 * np.exp(2 * np.array([0.5, 1.0])), rtol=1e-12)
 
 
 def test_vector_outputs_unused_inputs_and_materialized_grads(torch):

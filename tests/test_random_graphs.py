@@ -169,6 +169,11 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
     "the sign bit of a NaN": ("signbit or copysign of a NaN an op computed (atanh(2), sqrt(-1), log(nan)): IEEE "
                               "leaves a NaN result's sign open; XLA's differs from PyTorch's CPU kernels, which "
                               "differ among themselves (api.md)", lambda p: "sign of a NaN" in p.flags),
+    "second derivatives at a non-finite value": (
+        "a backward through create_graph gradients where an input holds inf or NaN: PyTorch's double-backward "
+        "formulas pick their branches there apart from its first-order ones (smooth_l1_loss at a NaN target: "
+        "first order takes the quadratic branch, second order the linear one); symgrad differentiates its "
+        "first-order gradient", lambda p: p.tagged("second order") and ("inf" in p.text or "nan" in p.text)),
     "denormals flushed to zero": ("XLA on CPU flushes denormals: 1e-40 is 0 in float32, sign(1e-40) is 0",
                                   lambda p: "denormal input" in p.flags or (
                                       "denormal scalar" in p.flags and p.precision == "float32")),
@@ -1005,6 +1010,27 @@ class Program:
             self.emit(f"{x}.requires_grad_()", None, {"requires_grad_"} | ({"aliased"} if self.aliased(x) else set()))
             self.used.discard(x)
 
+    def differentiable_leaf(self, name) -> bool:
+        try:
+            return self.ns[name].is_leaf and self.ns[name].requires_grad
+        except RuntimeError:  # PyTorch refuses to say (a no_grad view whose base changed): not a leaf
+            return False
+
+    def second_order(self, leaves) -> None:
+        """The loss's gradients with ``create_graph`` (compared as any result: values, requires_grad,
+        grad_fn), then a backward through those that have history, weighted: a second derivative
+        into the leaves' ``.grad``, or PyTorch's error where none has (``x * 2``, ``x.sum()``)."""
+        gradients = []
+        for leaf in leaves:
+            name = self.fresh()
+            if self.emit(f"{name} = T.autograd.grad(loss, {leaf}, create_graph=True, retain_graph=True, "
+                         "allow_unused=True)[0]", name, {"create_graph"}) is None and self.ns[name] is not None:
+                gradients.append(name)
+                self.used.add(name)
+        if gradients:
+            self.emit(f"second = " + " + ".join(f"({g} * w({g})).sum()" for g in gradients), None, {"second order"})
+            self.emit("second.backward()", None, {"backward", "second order"})
+
     def finish(self):
         """Up to MAX_STEPS steps (inputs are made as steps need them), then the loss: every float
         tensor that nothing used, weighted, summed; then backward.  Each step is a span of draws
@@ -1016,7 +1042,11 @@ class Program:
         terms = [n for n in self.pool if n not in self.used and self.ns[n].is_floating_point()]
         if terms:
             self.emit("loss = " + " + ".join(f"({n} * w({n})).sum()" for n in terms), "loss", {"loss"})
-            self.emit("loss.backward()", None, {"backward"})
+            leaves = [n for n in self.pool if self.differentiable_leaf(n)]
+            if leaves and self.draw(st.booleans()):
+                self.second_order(leaves[:2])
+            else:
+                self.emit("loss.backward()", None, {"backward"})
         for tags, name in zip(self.tags, self.binds):  # gradients that reached a line's result
             try:
                 grad = getattr(self.ns.get(name), "grad", None) if name else None
@@ -1081,8 +1111,15 @@ def mismatches(ours, theirs, exact, jittered, precision, scale=0.0):
     return bad | (finite & far)
 
 
+def _zeros(*grads) -> bool:
+    """Whether the one of ``grads`` that is a tensor holds only zeros."""
+    return not any(bool((g != 0).any()) for g in grads if g is not None)
+
+
 def _array(tensor):
-    return np.asarray(tensor.detach().numpy())
+    """A tensor's values (PyTorch's create_graph gradients may be ZeroTensors, read only when forced)."""
+    forced = {"force": True} if getattr(tensor, "_is_zerotensor", lambda: False)() else {}
+    return np.asarray(tensor.detach().numpy(**forced))
 
 
 def _dtype_name(tensor):
@@ -1131,6 +1168,11 @@ def compare_programs(program, ours, ours_outcomes, exact, jittered):
     # a backward that raised part way has filled some .grad in PyTorch (its engine had run other branches
     # first); symgrad's raises before it fills any: after such a line, gradients are not compared
     backward_raised = any(b is not None and "backward" in line for line, b in zip(program.lines, program.outcomes))
+    # a create_graph gradient's grad_fn is named as PyTorch's for common ops only (api.md): it is compared
+    # by whether it has one (requires_grad, is_leaf)
+    gradients = {name for name, tags in zip(program.binds, program.tags) if "create_graph" in tags}
+    # a backward through them may give zeros where PyTorch's double backward leaves .grad None (api.md)
+    second_order = any("second order" in tags for tags in program.tags)
     for name in [*program.pool, "loss"]:
         theirs = program.ns.get(name)
         if not isinstance(theirs, program.torch.Tensor):
@@ -1142,7 +1184,7 @@ def compare_programs(program, ours, ours_outcomes, exact, jittered):
         exact_t = exact.get(name) if exact is not None else None
         jittered_t = [j.get(name) for j in jittered]
         for attribute, get in (("requires_grad", lambda x: x.requires_grad), ("is_leaf", lambda x: x.is_leaf),
-                               ("grad_fn", _grad_fn)):
+                               ("grad_fn", _grad_fn))[:2 if name in gradients else 3]:
             try:
                 expected = get(theirs)
             except RuntimeError:  # PyTorch refuses to say (a no_grad view whose base changed)
@@ -1156,7 +1198,7 @@ def compare_programs(program, ours, ours_outcomes, exact, jittered):
         except RuntimeError:  # PyTorch refuses to say (a no_grad view whose base changed): not a leaf
             leaf = False
         if leaf and not backward_raised:
-            if (mine.grad is None) != (theirs.grad is None):
+            if (mine.grad is None) != (theirs.grad is None) and not (second_order and _zeros(mine.grad, theirs.grad)):
                 problems.append(f"{name}.grad: symgrad {None if mine.grad is None else 'a tensor'}, "
                                 f"PyTorch {None if theirs.grad is None else 'a tensor'}")
             elif theirs.grad is not None:
