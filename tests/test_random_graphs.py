@@ -169,6 +169,11 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
     "the sign bit of a NaN": ("signbit or copysign of a NaN an op computed (atanh(2), sqrt(-1), log(nan)): IEEE "
                               "leaves a NaN result's sign open; XLA's differs from PyTorch's CPU kernels, which "
                               "differ among themselves (api.md)", lambda p: "sign of a NaN" in p.flags),
+    "ops without a double backward in PyTorch": (
+        "a backward through create_graph gradients of an op whose backward PyTorch cannot differentiate "
+        "(multi_margin_loss): PyTorch raises 'derivative for ... is not implemented', symgrad differentiates "
+        "(tests/test_second_order.py skips those ops)",
+        lambda p: p.tagged("second order") and _raised("is not implemented")(p)),
     "second derivatives at a non-finite value": (
         "a backward through create_graph gradients where an input holds inf or NaN: PyTorch's double-backward "
         "formulas pick their branches there apart from its first-order ones (smooth_l1_loss at a NaN target: "
