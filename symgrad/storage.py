@@ -364,7 +364,8 @@ def _saves_nothing(node) -> bool:
 def saves_output(node) -> bool:
     """Whether PyTorch's backward of ``node`` keeps its result."""
     name = node.op.name
-    return name in SAVES_RESULT or name in SAVES_BOTH or name == "pow" and node.inputs[1].requires_grad
+    return (name in SAVES_RESULT or name in SAVES_BOTH or name == "pow" and node.inputs[1].requires_grad
+            or name == "var" and node.attrs[-1] == "StdBackward0")  # std_backward reads the result
 
 
 def gradient_reads(node, position: int) -> list:

@@ -824,3 +824,18 @@ def test_an_added_products_input_written_after_the_call_is_not_refused(torch, na
         return found
 
     assert refusals(symgrad) == refusals(torch)
+
+
+def test_a_standard_deviation_keeps_its_result_as_pytorchs_does(torch):
+    """std's backward reads its result (var's does not): writing it in place then refuses the backward
+    with PyTorch's words (found by the random-programs fuzzer; symgrad's ran)."""
+    for T in (symgrad, torch):
+        x = T.ones(3, 4, requires_grad=True)
+        for reduce, refused in ((lambda v: v.std(), True), (lambda v: v.var(), False), (lambda v: v.std(0), True)):
+            y = reduce(x * 1)
+            y += y
+            if refused:
+                with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                    y.sum().backward()
+            else:
+                y.sum().backward()
