@@ -309,9 +309,9 @@ def gradient_path(root, inputs=None):
             if i.requires_grad and i not in seen:
                 seen.add(i)
                 stack.append(i)
-    if inputs is not None:
-        chosen = {t._node for t in inputs}
-        targets = [t for t in targets if t in chosen]
+    if inputs is not None:  # a leaf written in place under no_grad after a use: its earlier nodes are its too
+        chosen, owners = {t._node for t in inputs}, {id(t) for t in inputs}
+        targets = [t for t in targets if t in chosen or t.op is LEAF and id(t.owner()) in owners]
     if suspects:
         storage.check_saved(suspects)
     return path, targets

@@ -80,17 +80,24 @@ def differentiable_gradients(outputs, seeds, inputs) -> list:
             raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
         if seed is None and output.numel() != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
-        reached = set(gradient_path(output._node, None)[0]) | {output._node}
-        used = [t for t in inputs if t._node is output._node or any(t._node in n.inputs for n in reached)]
-        terms = iter(hooked_gradients(output._node, None if seed is None else as_node(seed), used))
-        for k, t in enumerate(inputs):
-            if any(t is u for u in used):
-                term = next(terms)
-                result[k] = term if result[k] is None else result[k] + term
+        path, leaves = gradient_path(output._node, None)
+        reached = set(path) | {output._node}
+        used = [(k, t, n) for k, t in enumerate(inputs) for n in _nodes_of(t, leaves)
+                if n is output._node or any(n in m.inputs for m in reached)]
+        terms = hooked_gradients(output._node, None if seed is None else as_node(seed), [t for _, t, _ in used],
+                                 [n for _, _, n in used])
+        for (k, _, _), term in zip(used, terms):
+            result[k] = term if result[k] is None else result[k] + term
     return result
 
 
-def hooked_gradients(root, seed, tensors) -> list:
+def _nodes_of(tensor, leaves) -> list:
+    """The tensor's node, and the leaves of a graph it owned before an in-place write under no_grad
+    (PyTorch's leaf is one variable before and after: every use of it gets a gradient)."""
+    return [tensor._node] + [n for n in leaves if n is not tensor._node and n.owner() is tensor]
+
+
+def hooked_gradients(root, seed, tensors, nodes=None) -> list:
     """The differentiable gradients of ``root`` (weighted by ``seed``) w.r.t. ``tensors``, with the
     hooks on the way run on recorded gradients, as PyTorch runs them under ``create_graph``.
 
@@ -117,7 +124,8 @@ def hooked_gradients(root, seed, tensors) -> list:
                 below = Walk()
                 below.add(node, True)
                 corrections.append((node, below.index, _change(before, changed)))
-    return [_hooked(hooks.of_leaf(t, "grad") if t._node.is_leaf else (), gradient_at(t._node)) for t in tensors]
+    return [_hooked(hooks.of_leaf(t, "grad") if t._node.is_leaf else (), gradient_at(n))
+            for t, n in zip(tensors, nodes or [t._node for t in tensors])]
 
 
 def _change(before, after):
