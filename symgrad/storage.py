@@ -337,8 +337,7 @@ SCALED_PRODUCTS = frozenset({"addmm", "baddbmm", "addbmm", "addmv", "addr", "add
 # ...whose gradients are the cotangent sent through a mask or indices made from what they keep, or
 # zeros: PyTorch's gradients have no history from those (their formulas are not differentiable there)
 SELECTS = frozenset({"max", "min", "median", "cummax", "cummin", "gather", "take_flat", "put_at", "clamp",
-                     "clamp_min", "clamp_max", "fmax", "fmin", "maximum", "minimum", "nan_to_num", "nansum",
-                     "div_rounded"})
+                     "clamp_min", "clamp_max", "fmax", "fmin", "maximum", "minimum", "nan_to_num", "nansum"})
 # ...whose gradient is zeros, whatever the cotangent: nothing above them reaches a gradient through them
 DROPS_THE_COTANGENT = frozenset({"floor", "ceil", "round", "round_decimals", "trunc", "sign", "floor_divide",
                                  "div_rounded"})
@@ -372,7 +371,7 @@ def gradient_reads(node, position: int) -> list:
     """The tensors that require grad which PyTorch's gradient toward input ``position`` of ``node``
     reads (under ``create_graph``): their history is its history, even from a cotangent without any."""
     name, inputs = node.op.name, node.inputs
-    if (name in SELECTS or position == 0 and (name in ADDENDS or name in ("remainder", "fmod"))
+    if (name in SELECTS or name in DROPS_THE_COTANGENT or position == 0 and (name in ADDENDS or name in ("remainder", "fmod"))
             or position == 1 and name == "copysign" or position == 2 and name == "linear"
             or name == "group_norm" and node.attrs[3] and position == len(inputs) - 1  # a bias
             or name == "triangular_solve" and node.attrs[0] == 1  # the copy of the matrix
@@ -387,9 +386,9 @@ def gradient_reads(node, position: int) -> list:
 def _of_one_element(node) -> bool:
     """PyTorch's backwards that return the cotangent as it is for a single element: prod and
     logcumsumexp of a 0-d tensor, cumprod along a dim of one element or none, det of 1x1 matrices."""
-    name, shape = node.op.name, node.inputs[0].shape if node.inputs else None
-    if shape is None:
+    if not node.inputs:
         return False
+    name, shape = node.op.name, node.inputs[0].shape
     if name in ("prod", "logcumsumexp"):
         return shape == ()
     if name == "cumprod":
