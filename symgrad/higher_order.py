@@ -24,10 +24,12 @@ class Derivative:
     the positions of ``root`` and ``target`` in it): a loop that makes the same gradient every step
     finds its compiled program, and any of the equal instances lowers to that program."""
 
-    __slots__ = ("root", "target", "key", "hash")
+    __slots__ = ("root", "target", "key", "hash", "read_again", "history")
 
-    def __init__(self, root: Node, target: Node, walk: Walk):
-        self.root, self.target = root, target
+    def __init__(self, root: Node, target: Node, walk: Walk, read_again=(), history=()):
+        """``read_again``: what a second backward through the gradient unpacks; ``history``: the nodes
+        of the graph it goes through (symgrad.storage.check_saved refuses it where one was written)."""
+        self.root, self.target, self.read_again, self.history = root, target, read_again, history
         self.key = (tuple(walk.entries), walk.index[root], walk.index.get(target, -1))
         self.hash = hash(self.key)
 
@@ -106,23 +108,25 @@ def gradient_node(root: Node, target: Node, seed: Node | None) -> Node:
         engine.realize(waiting)
         walk = Walk()
         walk.add(root, True)
-    connected = _history(walk, root, target, seed)
+    connected, read_again = _history(walk, root, target, seed)
     inputs = [node for node, entry in zip(walk.order, walk.entries) if entry[0] is None]
     if seed is not None:
         inputs.append(seed)
     inputs = [node if node in connected or not node.requires_grad else lazy_leaf(node) for node in inputs]
     requires_grad = is_grad_enabled() and any(n.requires_grad for n in inputs)
-    return Node(GRADIENT, tuple(inputs), (Derivative(root, target, walk), seed is not None), target.shape,
-                target.dtype, requires_grad, None, None, None, None)
+    history = [n for n, entry in zip(walk.order, walk.entries) if n in connected and entry[0] is not None and n.requires_grad]
+    return Node(GRADIENT, tuple(inputs), (Derivative(root, target, walk, read_again, history), seed is not None),
+                target.shape, target.dtype, requires_grad, None, None, None, None)
 
 
-def _history(walk: Walk, root: Node, target: Node, seed: Node | None) -> set:
+def _history(walk: Walk, root: Node, target: Node, seed: Node | None) -> tuple:
     """The inputs (and the seed) that PyTorch's gradient toward ``target`` is connected to: the history
     of the tensors that require grad which its backwards read on the way from the root (an input or a
     result of theirs), and of the seed, down to the first backward that drops the cotangent (``sign``'s
     zeros).  Where there are none (``x * 2``, ``x.sum()``, a custom Function that saves nothing) the
     gradient is a constant, whatever it is mathematically, and a second derivative through it raises,
-    as PyTorch's does; an input on no such way gets no ``.grad`` from it."""
+    as PyTorch's does; an input on no such way gets no ``.grad`` from it.  Also what a second backward
+    through the gradient unpacks again (``storage.read_again``)."""
     reached, on_the_way = {target}, []
     for node, entry in zip(walk.order, walk.entries):  # inputs before the nodes that use them
         if entry[0] is None or not node.requires_grad:
@@ -132,12 +136,14 @@ def _history(walk: Walk, root: Node, target: Node, seed: Node | None) -> set:
             reached.add(node)
             on_the_way.append((node, ways))
     read = {root: {seed} if seed is not None and seed.requires_grad else set()}  # what each cotangent's history holds
+    read_again = []
     for node, ways in reversed(on_the_way):  # from the root down
         passed = read.get(node, set()) if node.op.name not in storage.DROPS_THE_COTANGENT else set()
         for k in ways:
             read.setdefault(node.inputs[k], set()).update(passed, storage.gradient_reads(node, k))
+            read_again += storage.read_again(node, k, bool(passed))
     needed = set(read.get(target, ()))
     for node, entry in zip(reversed(walk.order), reversed(walk.entries)):  # and their own history
         if node in needed and entry[0] is not None:
             needed.update(node.inputs)
-    return needed
+    return needed, read_again

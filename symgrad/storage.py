@@ -282,6 +282,13 @@ def mark_detached(storage: Storage) -> None:
 def check_saved(nodes) -> None:
     """PyTorch's error if one of ``nodes`` (on a gradient path) saved a value changed in place since."""
     for node in nodes:
+        if node.op.name == "gradient":  # a create_graph gradient: what PyTorch's double backward keeps
+            derivative = node.attrs[0]
+            for kept in derivative.read_again:
+                if kept.written is not None:
+                    _refuse(kept.written)
+            check_saved(derivative.history)
+            continue
         if node.written is not None and saves_output(node):
             _refuse(node.written, node)
         for position, i in enumerate(node.inputs):
@@ -377,10 +384,31 @@ def gradient_reads(node, position: int) -> list:
             or name == "triangular_solve" and node.attrs[0] == 1  # the copy of the matrix
             or _of_one_element(node)):
         return []
-    if name == "xlogy" and position == 0:  # x's gradient reads y (and x only through x != 0)
+    if name in ("xlogy", "div") and position == 0:  # x's gradient reads y (xlogy's x only through x != 0)
         return [inputs[1]] if inputs[1].requires_grad else []
-    read = [i for k, i in enumerate(inputs) if i.requires_grad and saves_input(node, k)]
+    linear = name in PRODUCTS or name in SCALED_PRODUCTS and not (name == "addcdiv" and position == 2)
+    read = [i for k, i in enumerate(inputs) if i.requires_grad and saves_input(node, k) and not (linear and k == position)]
     return read + [node] if saves_output(node) and node.requires_grad else read
+
+
+def read_again(node, position: int, cotangent_has_history: bool) -> list:
+    """The tensors PyTorch's second backward unpacks from the gradient toward input ``position`` of
+    ``node`` (a write since the first backward refuses it): the formula's reads where it is
+    differentiated, toward the cotangent when that has history (the cotangent's factor: what the
+    backward keeps), else toward the reads that require grad (``gradient_reads``); a product is
+    linear in each factor, so differentiating it toward one reads only the cotangent."""
+    name, inputs = node.op.name, node.inputs
+    if name in SELECTS or name in DROPS_THE_COTANGENT:  # a mask made at the first backward, or nothing
+        return []
+    if name in PRODUCTS or name in SCALED_PRODUCTS and name != "addcdiv":
+        factors = inputs[:2] if name == "linear" else inputs[1:] if name in SCALED_PRODUCTS else inputs
+        first = 1 if name in SCALED_PRODUCTS else 0
+        if not cotangent_has_history or not first <= position < first + len(factors):
+            return []
+        return [i for k, i in enumerate(factors, first) if k != position]
+    if cotangent_has_history:
+        return [i for k, i in enumerate(inputs) if saves_input(node, k)] + ([node] if saves_output(node) else [])
+    return gradient_reads(node, position)
 
 
 def _of_one_element(node) -> bool:
