@@ -95,3 +95,29 @@ def test_a_create_graph_gradient_has_history_where_pytorchs_has(name, op, exampl
     except (RuntimeError, NotImplementedError) as error:  # PyTorch refuses these inputs or this backward
         pytest.skip(f"PyTorch: {str(error).splitlines()[0][:100]}")
     assert _has_history(symgrad, op, example, values, cotangent) == theirs
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_binary_cross_entropy_to_second_order_at_saturated_probabilities(torch, dtype, weighted):
+    """BCE's second derivatives are PyTorch's double-backward formulas, which at q = 0 or 1 (a
+    saturated sigmoid) are not the derivatives of its clamped first derivative: at q = t = 1
+    symgrad's was 1e12 where PyTorch's is 0; toward the target at q = 1, NaN where PyTorch's is -inf;
+    at float32 q = 1, inf where PyTorch's (q + 1e-12)(1 - q + 1e-12) keeps the 1e-12 (which SymPy and
+    XLA would fold into the 1)."""
+    q, t = (a.ravel().astype(dtype) for a in np.meshgrid([0.0, 1e-13, 1e-7, 0.3, 0.9, 1 - 1e-7, 1.0], [0.0, 0.3, 1.0]))
+    direction = np.linspace(-1, 1, q.size).astype(dtype)
+
+    def derivatives(T, target_requires_grad):
+        x, y = T.tensor(q, requires_grad=True), T.tensor(t, requires_grad=target_requires_grad)
+        weight = T.tensor(np.linspace(0.5, 2, q.size).astype(dtype)) if weighted else None
+        wrt = (x, y) if target_requires_grad else (x,)
+        grads = T.autograd.grad(T.nn.functional.binary_cross_entropy(x, y, weight=weight, reduction="sum"), wrt,
+                                create_graph=True)
+        second = T.autograd.grad(sum((g * T.tensor(direction)).sum() for g in grads), wrt)
+        return [g.detach().numpy() for g in grads + second]
+
+    for target_requires_grad in (False, True):
+        ours, theirs = (derivatives(T, target_requires_grad) for T in (symgrad, torch))
+        for a, b in zip(ours, theirs):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=0)

@@ -161,10 +161,11 @@ class binary_cross_entropy(_RealFunction):
         return (t - 1) * max(log(1 - q), -100.0) - t * max(log(q), -100.0)
 
     def fdiff(self, argindex=1):
+        from symgrad.ir import special  # (special builds on this module)
         q, t = self.args
         if argindex == 1:
-            return (q - t) / sp.Max(q * (1 - q), sp.Float(1e-12))
-        return -sp.log(q / (1 - q))  # -logit(q), unclamped as in PyTorch
+            return special.binary_cross_entropy_slope(q, t)
+        return -special.logit(q)  # unclamped, and differentiated, as PyTorch's
 
 
 class binary_cross_entropy_with_logits(_RealFunction):

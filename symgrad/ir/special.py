@@ -401,6 +401,40 @@ class logit(Coded):
         return select(logical_or(less(x, 0), greater(x, 1)), sp.nan, _logit_slope(x))
 
 
+class binary_cross_entropy_slope(Coded):
+    """PyTorch's derivative of BCE toward the probability, (q - t) / max(q (1 - q), 1e-12), whose own
+    derivatives are PyTorch's double-backward formulas.  They are not the clamped form's at q = 0 or
+    1: at q = t = 1 its slope toward q is 0 (the form's: 1e12), toward t -1e12."""
+
+    code = "({a} - {b}) / {maximum}({a} * (1 - {a}), 1e-12)"
+    nargs = 2
+
+    @staticmethod
+    def numeric(q, t):
+        return (q - t) / max(q * (1 - q), 1e-12)
+
+    def fdiff(self, argindex=1):
+        q, t = self.args
+        if argindex == 1:
+            return (q * q - 2 * q * t + t) / (plus_epsilon(q) ** 2 * plus_epsilon(1 - q) ** 2)
+        return -1 / sp.Max(q * (1 - q), sp.Float(1e-12))
+
+
+class plus_epsilon(Coded):
+    """x + 1e-12, as PyTorch's BCE double backward adds it to q and 1 - q: SymPy would fold 1 - q +
+    1e-12 into 1.000000000001 - q, and so would XLA's simplifier, which is 1 - q in float32 (inf at
+    q = 1 where PyTorch's is finite): XLA gets x behind a barrier."""
+
+    code = "({a} + 1e-12)"
+    nargs = 1
+
+    def _jax_source(self, printer):
+        return f"(jax.lax.optimization_barrier({_operand(printer, self.args[0])}) + 1e-12)"
+
+    def fdiff(self, argindex=1):
+        return sp.S.One
+
+
 class logit_clamped(Coded):
     """logit of x clamped to [lo, hi] (lo where x < lo, else hi where x > hi: PyTorch's order);
     PyTorch's gradient, exactly 0 outside [lo, hi] (NaN at NaN)."""
