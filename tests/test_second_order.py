@@ -121,3 +121,23 @@ def test_binary_cross_entropy_to_second_order_at_saturated_probabilities(torch, 
         ours, theirs = (derivatives(T, target_requires_grad) for T in (symgrad, torch))
         for a, b in zip(ours, theirs):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("name, alpha", [("elu", 0.7), ("elu", 1.0), ("celu", 1.3), ("selu", None)])
+def test_the_elu_family_has_no_second_derivative_at_zero(torch, name, alpha):
+    """PyTorch's elu kernel takes x at 0, its backward the negative side (x <= 0), its double
+    backward neither (x < 0): the second derivative at +-0 is 0, where symgrad's was the negative
+    side's (alpha; selu's 1.76). Found by the random-programs fuzzer (selu at zeros)."""
+    x0 = np.array([-np.inf, -3.0, -1e-3, -0.0, 0.0, 1e-3, 2.0, np.inf, np.nan])
+
+    def derivatives(T):
+        x = T.tensor(x0, requires_grad=True)
+        fn = getattr(T.nn.functional, name)
+        y = fn(x) if alpha is None else fn(x, alpha)
+        (g,) = T.autograd.grad((y * T.tensor(np.linspace(-1, 2, x0.size))).sum(), x, create_graph=True)
+        (h,) = T.autograd.grad((g * T.tensor(np.linspace(0.5, 1.5, x0.size))).sum(), x)
+        return y.detach().numpy(), g.detach().numpy(), h.numpy()
+
+    for ours, theirs in zip(derivatives(symgrad), derivatives(torch)):  # (celu: PyTorch's 1/alpha in float32)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-7 if name == "celu" else 1e-12, atol=0)
+    assert derivatives(symgrad)[2][3:5].tolist() == [0.0, 0.0]

@@ -49,28 +49,31 @@ def _shrunk(a, lambd, between, above, below):
     return ir.select(inside, between, ir.select(ir.greater(a, lambd), above, below))
 
 
-def _elu_like(a, negative):
-    """``negative`` below 0, else ``a`` (NaN and +-0 too, whatever alpha is), and the gradient of
-    ``negative`` at 0: PyTorch's kernel and its backward split there."""
-    return ir.rerouted(ir.select(ir.less(a, 0), negative, a), ir.select(ir.less_equal(a, 0), negative, a))
+def _elu_like(a, negative, slope_at_zero):
+    """``negative`` below 0, else ``a`` (NaN and +-0 too, whatever alpha is); the gradient of
+    ``negative`` at 0 (``slope_at_zero``), but no second derivative there: PyTorch's kernel, its
+    backward (``x <= 0``) and its double backward (``x < 0``) split there in turn."""
+    at_zero = ir.select(ir.less_equal(a, 0), slope_at_zero * a, a)
+    return ir.rerouted(ir.select(ir.less(a, 0), negative, a), ir.select(ir.less(a, 0), negative, at_zero))
 
 
 LEAKY_RELU = elementwise("leaky_relu", "LeakyReluBackward0", _leaky,
                          reference=lambda a, s: jnp.where(a > 0, a, a * s),
                          torch_fn=lambda t, a, s: t.nn.functional.leaky_relu(a, s), examples=WITH_PARAMETER,
                          domain=("kinked", "real"), refuse=refuse_kernel("leaky_relu_cpu", *NOT_FLOAT))
-ELU = elementwise("elu", "EluBackward0", lambda a, alpha: _elu_like(a, alpha * expm1(a)),
+ELU = elementwise("elu", "EluBackward0", lambda a, alpha: _elu_like(a, alpha * expm1(a), alpha),
                   float_result=True, reference=lambda a, alpha: jnp.where(a > 0, a, alpha * jnp.expm1(a)),
                   torch_fn=lambda t, a, alpha: t.nn.functional.elu(a, alpha), examples=WITH_PARAMETER,
                   domain=("kinked", "real"), refuse=refuse_kernel("elu_cpu", *NOT_FLOAT))
 CELU = elementwise("celu", "CeluBackward0",
-                   lambda a, alpha: _elu_like(a, alpha * expm1(a / alpha)), float_result=True,
+                   lambda a, alpha: _elu_like(a, alpha * expm1(a / alpha), ieee.unevaluated(lambda c: c / c, alpha)),
+                   float_result=True,
                    reference=lambda a, alpha: jnp.where(a > 0, a, alpha * jnp.expm1(a / alpha)),
                    torch_fn=lambda t, a, alpha: t.nn.functional.celu(a, alpha), examples=WITH_PARAMETER,
                    domain=("kinked", "positive"), refuse=refuse_kernel("elu_cpu", *NOT_FLOAT))
 SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 SELU = elementwise("selu", "EluBackward0",
-                   lambda a: SELU_SCALE * _elu_like(a, SELU_ALPHA * expm1(a)),
+                   lambda a: SELU_SCALE * _elu_like(a, SELU_ALPHA * expm1(a), SELU_ALPHA),
                    float_result=True, reference=jax.nn.selu, torch_fn=lambda t, a: t.nn.functional.selu(a),
                    domain=KINKED, names=_functional("selu", inplace=True), refuse=refuse_kernel("elu_cpu", *NOT_FLOAT))
 GELU = elementwise("gelu", "GeluBackward0", lambda a: a * (1 + sp.erf(a * SQRT_HALF)) / 2, float_result=True,
