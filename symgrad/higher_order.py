@@ -14,6 +14,7 @@ import sympy as sp
 from symgrad import engine, storage
 from symgrad.autodiff import reverse_mode
 from symgrad.grad_mode import is_grad_enabled
+from symgrad.ir import Program
 from symgrad.nodes import CONST, LEAF, Node, lazy_leaf
 from symgrad.ops.registry import Op
 from symgrad.tracing import Walk
@@ -115,8 +116,27 @@ def gradient_node(root: Node, target: Node, seed: Node | None) -> Node:
     inputs = [node if node in connected or not node.requires_grad else lazy_leaf(node) for node in inputs]
     requires_grad = is_grad_enabled() and any(n.requires_grad for n in inputs)
     history = [n for n, entry in zip(walk.order, walk.entries) if n in connected and entry[0] is not None and n.requires_grad]
-    return Node(GRADIENT, tuple(inputs), (Derivative(root, target, walk, read_again, history), seed is not None),
+    node = Node(GRADIENT, tuple(inputs), (Derivative(root, target, walk, read_again, history), seed is not None),
                 target.shape, target.dtype, requires_grad, None, None, None, None)
+    _refuse_now(node)
+    return node
+
+
+_BUILT: set = set()  # the structures of gradients lowered once already (``_refuse_now``)
+
+
+def _refuse_now(node: Node) -> None:
+    """Raise here what lowering the gradient will raise (an op on the way whose backward PyTorch
+    refuses: ``addr`` of vectors of two dtypes, ``vander``), at the call, as PyTorch's backward
+    raises; the values are computed later.  Once per structure: a loop makes the same gradients."""
+    key = node.attrs
+    if key in _BUILT:
+        return
+    p = Program("refusals")
+    _build(p, node, *[p.input(i.shape, i.dtype.name) for i in node.inputs])
+    if len(_BUILT) > 1024:
+        _BUILT.clear()
+    _BUILT.add(key)
 
 
 def _history(walk: Walk, root: Node, target: Node, seed: Node | None) -> tuple:
