@@ -371,7 +371,7 @@ def saves_output(node) -> bool:
     """Whether PyTorch's backward of ``node`` keeps its result."""
     name = node.op.name
     return (name in SAVES_RESULT or name in SAVES_BOTH or name == "pow" and node.inputs[1].requires_grad
-            or name == "var" and node.attrs[-1] == "StdBackward0")  # std_backward reads the result
+            or name == "var" and node.attrs[-1] in ("StdBackward0", "StdMeanBackward0"))  # std_backward reads the result
 
 
 def gradient_reads(node, position: int) -> list:

@@ -827,11 +827,12 @@ def test_an_added_products_input_written_after_the_call_is_not_refused(torch, na
 
 
 def test_a_standard_deviation_keeps_its_result_as_pytorchs_does(torch):
-    """std's backward reads its result (var's does not): writing it in place then refuses the backward
-    with PyTorch's words (found by the random-programs fuzzer; symgrad's ran)."""
+    """std's backward reads its result (var's does not), and std_mean's its std: writing it in place
+    then refuses the backward with PyTorch's words (found by the random-programs fuzzer; symgrad's ran)."""
     for T in (symgrad, torch):
         x = T.ones(3, 4, requires_grad=True)
-        for reduce, refused in ((lambda v: v.std(), True), (lambda v: v.var(), False), (lambda v: v.std(0), True)):
+        for reduce, refused in ((lambda v: v.std(), True), (lambda v: v.var(), False), (lambda v: v.std(0), True),
+                                (lambda v: T.std_mean(v, 1)[0], True), (lambda v: T.var_mean(v, 1)[0], False)):
             y = reduce(x * 1)
             y += y
             if refused:
