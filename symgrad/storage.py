@@ -405,10 +405,13 @@ def read_again(node, position: int, cotangent_has_history: bool) -> list:
         first = 1 if name in SCALED_PRODUCTS else 0
         if not cotangent_has_history or not first <= position < first + len(factors):
             return []
-        return [i for k, i in enumerate(factors, first) if k != position]
-    if cotangent_has_history:
-        return [i for k, i in enumerate(inputs) if saves_input(node, k)] + ([node] if saves_output(node) else [])
-    return gradient_reads(node, position)
+        read = [i for k, i in enumerate(factors, first) if k != position]
+    elif cotangent_has_history:
+        read = [i for k, i in enumerate(inputs) if saves_input(node, k)] + ([node] if saves_output(node) else [])
+    else:
+        read = gradient_reads(node, position)
+    # an in-place op keeps a copy of the self it wrote (``check_saved``)
+    return [i for i in read if not (i is inputs[0] and i.written is not None and _the_write(node, i.written[2]))]
 
 
 def _of_one_element(node) -> bool:

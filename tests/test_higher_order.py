@@ -321,3 +321,26 @@ def test_a_create_graph_gradient_raises_at_the_call_where_pytorchs_backward_refu
             ours = str(raised.value)
         else:
             assert str(raised.value).startswith(ours[:40]), (ours, str(raised.value))
+
+
+@pytest.mark.parametrize("written_after", [False, True])
+def test_a_second_backward_through_an_in_place_product(torch, written_after):
+    """``v *= x`` keeps a copy of the ``v`` it wrote (PyTorch's in-place kernels save the original
+    self), so a second backward through a gradient of x runs; symgrad refused it (random-programs
+    fuzzer, `--slow`). The product itself, kept by ``abs``, refuses a write after the gradient."""
+    results = []
+    for T in (symgrad, torch):
+        v = T.ones(2, 3)
+        x = T.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]], requires_grad=True)
+        v *= x
+        (g,) = T.autograd.grad((v.abs() * T.tensor([0.5, 1.0, -2.0])).sum() + (x ** 3).sum(), x, create_graph=True)
+        if written_after:
+            with T.no_grad():
+                v.add_(1)
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                (g * g).sum().backward()
+            continue
+        (g * g).sum().backward()
+        results.append(x.grad.numpy())
+    if results:
+        close(results[0], results[1])
