@@ -115,7 +115,8 @@ def gradient_node(root: Node, target: Node, seed: Node | None) -> Node:
         inputs.append(seed)
     inputs = [node if node in connected or not node.requires_grad else lazy_leaf(node) for node in inputs]
     requires_grad = is_grad_enabled() and any(n.requires_grad for n in inputs)
-    history = [n for n, entry in zip(walk.order, walk.entries) if n in connected and entry[0] is not None and n.requires_grad]
+    history = [n for n, entry in zip(walk.order, walk.entries)
+               if n in connected and entry[0] is not None and n.requires_grad]
     node = Node(GRADIENT, tuple(inputs), (Derivative(root, target, walk, read_again, history), seed is not None),
                 target.shape, target.dtype, requires_grad, None, None, None, None)
     _refuse_now(node)
@@ -129,7 +130,8 @@ def _refuse_now(node: Node) -> None:
     """Raise here what lowering the gradient will raise (an op on the way whose backward PyTorch
     refuses: ``addr`` of vectors of two dtypes, ``vander``), at the call, as PyTorch's backward
     raises; the values are computed later.  Once per structure: a loop makes the same gradients."""
-    key = node.attrs
+    derivative, seeded = node.attrs
+    key = (derivative.key, seeded)  # (not the Derivative: it holds the graph)
     if key in _BUILT:
         return
     p = Program("refusals")

@@ -371,7 +371,7 @@ def saves_output(node) -> bool:
     """Whether PyTorch's backward of ``node`` keeps its result."""
     name = node.op.name
     return (name in SAVES_RESULT or name in SAVES_BOTH or name == "pow" and node.inputs[1].requires_grad
-            or name == "var" and node.attrs[-1] in ("StdBackward0", "StdMeanBackward0"))  # std_backward reads the result
+            or name == "var" and node.attrs[-1] in ("StdBackward0", "StdMeanBackward0"))  # (std's result)
 
 
 def gradient_reads(node, position: int) -> list:
@@ -387,7 +387,8 @@ def gradient_reads(node, position: int) -> list:
     if name in ("xlogy", "div") and position == 0:  # x's gradient reads y (xlogy's x only through x != 0)
         return [inputs[1]] if inputs[1].requires_grad else []
     linear = name in PRODUCTS or name in SCALED_PRODUCTS and not (name == "addcdiv" and position == 2)
-    read = [i for k, i in enumerate(inputs) if i.requires_grad and saves_input(node, k) and not (linear and k == position)]
+    read = [i for k, i in enumerate(inputs)
+            if i.requires_grad and saves_input(node, k) and not (linear and k == position)]
     return read + [node] if saves_output(node) and node.requires_grad else read
 
 
