@@ -1071,3 +1071,25 @@ def test_a_negative_zero_base_raised_to_a_tensor_runs(torch):
     (ours, ours_grad), (theirs, grad) = _both(torch, run)
     _same(ours, theirs)
     _same(ours_grad, grad)
+
+
+@pytest.mark.parametrize("a, b", [
+    ([[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]], [[INF, 1.0], [1.0, 1.0], [1.0, 1.0], [1.0, 1.0]]),
+    ([[0.5, 2.0], [1.0, -3.0], [NAN, 1.0]], [[1.0, 1.0], [0.5, 2.0]]),
+    ([[0.5, 2.0], [1.0, -3.0], [2.0, 1.0]], [[1.0, 1.0], [0.5, 2.0], [-INF, 0.0]]),
+    ([[], [], []], [[], []]),
+])
+def test_cdist_at_inf_is_pytorchs_at_infinite_and_nan_coordinates(torch, a, b):
+    """PyTorch's inf-norm cdist takes max(agg, |d|) from 0, which passes a NaN coordinate over (and
+    gives 0 for no coordinates: symgrad's program had a max of nothing and raised), and its backward
+    masks by 1 - min(1, ceil(||d| - dist|)), NaN where the difference is infinite (symgrad's ==
+    mask gave numbers; random-programs fuzzer, `--slow`)."""
+    def run(T):
+        x = T.tensor(np.reshape(_f32(a), (len(a), -1)), requires_grad=True)
+        y = T.tensor(np.reshape(_f32(b), (len(b), -1)), requires_grad=True)
+        d = T.cdist(x, y, INF, compute_mode="donot_use_mm_for_euclid_dist")
+        (d * T.tensor(np.linspace(-1, 2, d.numel(), dtype=np.float32).reshape(d.shape))).sum().backward()
+        return d.detach().numpy(), x.grad.numpy(), y.grad.numpy()
+
+    for ours, theirs in zip(*_both(torch, run)):
+        _same(ours, theirs)

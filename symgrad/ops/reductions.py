@@ -878,7 +878,9 @@ def _infer_cdist(nodes, ord):
 def _build_cdist(p, node, a, b):
     """The ``ord``-norm of every row of ``a`` minus every row of ``b``: vector_norm's forms, so the
     gradient at a zero distance is 0, as PyTorch's; for inf PyTorch's backward gives each entry that
-    reaches the distance the whole gradient (vector_norm shares it among them)."""
+    reaches the distance the whole gradient (vector_norm shares it among them), by its mask
+    ``1 - min(1, ceil(||d| - dist|))``: NaN where the difference or the distance is infinite or NaN;
+    its distance passes a NaN difference over (vector_norm's is NaN)."""
     (ord,) = node.attrs
     (sa, sb), dtype = (n.shape for n in node.inputs), node.dtype.name
     rows = p.reshape(a, (*sa[:-1], 1, sa[-1]))
@@ -886,11 +888,16 @@ def _build_cdist(p, node, a, b):
     shape = (*node.shape, sa[-1])
     difference = p.assign(rows - columns, shape, dtype, "difference")
     axes = (len(shape) - 1,)
-    distance = _norm(p, difference, ord, axes, False, shape, node.shape, dtype)
     if not math.isinf(ord):
-        return distance
-    reaches = ir.equal(sp.Abs(difference, evaluate=False), p.expand_reduced(distance, shape, axes, False))
-    slope = p.assign(ir.select(reaches, ir.sign(difference), sp.S.Zero), shape, dtype, "slope")
+        return _norm(p, difference, ord, axes, False, shape, node.shape, dtype)
+    if sa[-1] == 0:  # no coordinates: PyTorch's 0 (its max starts there; a max of nothing has no value)
+        return p.reduce_sum(difference, axes, False)
+    magnitude = p.assign(sp.Abs(difference, evaluate=False), shape, dtype, "abs")
+    counted = ir.select(ir.isnan(magnitude), sp.S.Zero, magnitude)  # PyTorch's max(agg, |d|) from 0 passes NaN over
+    distance = p.reduce_max(p.assign(counted, shape, dtype, "counted"), axes, False)
+    gap = sp.Abs(magnitude - p.expand_reduced(distance, shape, axes, False), evaluate=False)
+    reaches = 1 - ir.minimum(sp.S.One, ir.ceil(p.assign(gap, shape, dtype, "gap")))
+    slope = p.assign(ir.sign(difference) * reaches, shape, dtype, "slope")
     return p.reduced_with_slope(distance, difference, slope, axes, False)  # every entry that reaches it, unshared
 
 
