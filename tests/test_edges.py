@@ -1093,3 +1093,26 @@ def test_cdist_at_inf_is_pytorchs_at_infinite_and_nan_coordinates(torch, a, b):
 
     for ours, theirs in zip(*_both(torch, run)):
         _same(ours, theirs)
+
+
+@pytest.mark.parametrize("wrt", ["vec2", "vec1", "both", "vec2, create_graph"])
+def test_addr_of_two_dtypes_refuses_only_the_gradient_mv_refuses(torch, wrt):
+    """PyTorch's AddrBackward0 gets each vector's gradient with ``mv`` of the cotangent and the other
+    vector: float64 ``addr`` of a float64 vec1 and a float32 vec2 refuses vec1's gradient only.
+    symgrad refused every gradient through the op (random-programs fuzzer, `--slow`)."""
+    def run(T):
+        vec2 = T.tensor([1.0, -2.0, 0.5, 3.0], requires_grad=True)
+        vec1 = T.tensor([2.0, 1.0, -1.0], dtype=T.float64, requires_grad=True)
+        loss = (T.addr(vec2, vec1, vec2, beta=0.5, alpha=-2.0) * T.tensor([[1.0], [2.0], [-1.0]])).sum()
+        wanted = {"vec2": [vec2], "vec1": [vec1], "both": [vec2, vec1]}.get(wrt, [vec2])
+        try:
+            return [g.detach().numpy() for g in T.autograd.grad(loss, wanted, create_graph=wrt.endswith("graph"))]
+        except RuntimeError as error:
+            assert "addmv input tensors must have the same dtype" in str(error)
+            return "refused"
+
+    ours, theirs = _both(torch, run)
+    assert (ours == "refused") == (theirs == "refused") == (wrt in ("vec1", "both"))
+    if theirs != "refused":
+        for a, b in zip(ours, theirs):
+            _same(a, b)

@@ -68,24 +68,22 @@ def _build_addr(p, node, input, a, b):
     """``beta * input + alpha * a b^T`` in the promoted dtype; beta = 0 leaves input out (its NaN too)."""
     beta, alpha = node.attrs
     dtype = node.dtype.name
-    a, b = p.astype(a, dtype), p.astype(b, dtype)
+    _, first, second = node.inputs
+    a = _refusing(p, p.astype(a, dtype), first, second, node)
+    b = _refusing(p, p.astype(b, dtype), second, first, node)
     outer = p.assign(p.reshape(a, (node.shape[0], 1)) * b, node.shape, dtype, "outer")
-    form = scaled_sum(beta, p.astype(input, dtype), alpha, outer)
-    refusal = _addr_refusal(node)
-    if refusal is not None:
-        return refused(p, form, node.shape, dtype, refusal)
-    return p.assign(form, node.shape, dtype, "addr")
+    return p.assign(scaled_sum(beta, p.astype(input, dtype), alpha, outer), node.shape, dtype, "addr")
 
 
-def _addr_refusal(node):
-    """PyTorch's backward multiplies the cotangent (of the result's dtype) by the other vector with
-    ``mv``, which refuses a vector of another dtype."""
-    _, a, b = node.inputs
-    for needs, other in ((a, b), (b, a)):
-        if needs.requires_grad and other.dtype is not node.dtype:
-            vector, matrix = (dtypes.torch_name(d) for d in (other.dtype, node.dtype))
-            return f"addmv input tensors must have the same dtype, but got {vector}, {matrix}, and {vector}"
-    return None
+def _refusing(p, x, vector, other, node):
+    """``x``, the operand of ``vector``: PyTorch's backward gets its gradient from the cotangent (of
+    the result's dtype) and ``other`` with ``mv``, which refuses a vector of another dtype: that
+    gradient alone raises."""
+    if not (vector.requires_grad and other.dtype is not node.dtype):
+        return x
+    names = (dtypes.torch_name(d) for d in (other.dtype, node.dtype))
+    message = "addmv input tensors must have the same dtype, but got {0}, {1}, and {0}".format(*names)
+    return refused(p, x, vector.shape, node.dtype.name, message)
 
 
 ADDR = register(Op("addr", "AddrBackward0", _infer_addr, _build_addr,
