@@ -169,6 +169,11 @@ KNOWN_DISCREPANCIES = {  # name: (reason, programs in the class)
     "the sign bit of a NaN": ("signbit or copysign of a NaN an op computed (atanh(2), sqrt(-1), log(nan)): IEEE "
                               "leaves a NaN result's sign open; XLA's differs from PyTorch's CPU kernels, which "
                               "differ among themselves (api.md)", lambda p: "sign of a NaN" in p.flags),
+    "addr of two dtypes to second order": (
+        "a backward through create_graph gradients of addr whose vectors have two dtypes: symgrad refuses the "
+        "vector whose first-order gradient PyTorch's mv refuses on every path to it, also through the other "
+        "vector's gradient, which PyTorch's double backward differentiates (api.md)",
+        lambda p: p.tagged("second order") and "addr" in p.text and _raised("addmv input tensors")(p)),
     "ops without a double backward in PyTorch": (
         "a backward through create_graph gradients of an op whose backward PyTorch cannot differentiate "
         "(multi_margin_loss): PyTorch raises 'derivative for ... is not implemented', symgrad differentiates "
