@@ -125,11 +125,6 @@ class JaxPrinter(StrPrinter):
             text = f"{fn}({text}, {self._print(a)})"
         return text
 
-    def _print_binary_cross_entropy(self, expr):
-        q, t = (self._print(a) for a in expr.args)
-        return (f"(({t} - 1) * jnp.maximum(jnp.log1p(-{q}), -100.0)"
-                f" - {t} * jnp.maximum(jnp.log({q}), -100.0))")
-
     def _print_Heaviside(self, expr):
         at_zero = expr.args[1] if len(expr.args) > 1 else sp.S.Half
         return f"jnp.heaviside({self._print(expr.args[0])}, {self._print(at_zero)})"

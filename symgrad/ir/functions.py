@@ -148,26 +148,6 @@ class softplus_kernel(_RealFunction):
         return slope if argindex == 1 else (x * slope - self) / beta
 
 
-class binary_cross_entropy(_RealFunction):
-    """PyTorch's BCE of a probability q against a target t, each log clamped at -100; its
-    derivatives are PyTorch's, so a saturated sigmoid (q rounded to 1.0) gives 0, not 0 * inf."""
-
-    array_code = "({b} - 1)*{maximum}({log1p}(-({a})), -100.0) - {b}*{maximum}({log}({a}), -100.0)"
-    nargs = 2
-
-    @staticmethod
-    def numeric(q, t):
-        log = lambda v: math.log(v) if v > 0 else -math.inf  # noqa: E731
-        return (t - 1) * max(log(1 - q), -100.0) - t * max(log(q), -100.0)
-
-    def fdiff(self, argindex=1):
-        from symgrad.ir import special  # (special builds on this module)
-        q, t = self.args
-        if argindex == 1:
-            return special.binary_cross_entropy_slope(q, t)
-        return -special.logit(q)  # unclamped, and differentiated, as PyTorch's
-
-
 class binary_cross_entropy_with_logits(_RealFunction):
     """PyTorch's (1 - t) x + softplus(-x) (NaN at the infinities where PyTorch's is), with its
     derivatives sigmoid(x) - t and -x, exact for large |x|."""
@@ -534,7 +514,7 @@ class acosh(sp.acosh):
         return 1 / sp.sqrt(self.args[0] ** 2 - 1)
 
 
-ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, softplus_kernel, binary_cross_entropy, binary_cross_entropy_with_logits, step, relu, equal, greater, greater_equal, less,
+ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, softplus_kernel, binary_cross_entropy_with_logits, step, relu, equal, greater, greater_equal, less,
                          less_equal, not_equal, select, masked, floor, ceil, rint, trunc, sign, isnan, isinf, isfinite, signbit,
                          logical_not, logical_and, logical_or, logical_xor, floor_divide, div_floor, trunc_divide, remainder, clamp,
                          maximum, minimum, hardtanh, hardswish, exact_difference, rerouted, root, atan2, fmod, hypot, copysign, xlogy)

@@ -401,6 +401,25 @@ class logit(Coded):
         return select(logical_or(less(x, 0), greater(x, 1)), sp.nan, _logit_slope(x))
 
 
+class binary_cross_entropy(Coded):
+    """PyTorch's BCE of a probability q against a target t, each log clamped at -100; its
+    derivatives are PyTorch's, so a saturated sigmoid (q rounded to 1.0) gives 0, not 0 * inf."""
+
+    code = "({b} - 1)*{maximum}({log1p}(-({a})), -100.0) - {b}*{maximum}({log}({a}), -100.0)"
+    nargs = 2
+
+    @staticmethod
+    def numeric(q, t):
+        log = lambda v: math.log(v) if v > 0 else -math.inf  # noqa: E731
+        return (t - 1) * max(log(1 - q), -100.0) - t * max(log(q), -100.0)
+
+    def fdiff(self, argindex=1):
+        q, t = self.args
+        if argindex == 1:
+            return binary_cross_entropy_slope(q, t)
+        return -logit(q)  # unclamped, and differentiated, as PyTorch's
+
+
 class binary_cross_entropy_slope(Coded):
     """PyTorch's derivative of BCE toward the probability, (q - t) / max(q (1 - q), 1e-12), whose own
     derivatives are PyTorch's double-backward formulas.  They are not the clamped form's at q = 0 or
