@@ -348,6 +348,9 @@ SELECTS = frozenset({"max", "min", "median", "cummax", "cummin", "gather", "take
 # ...whose gradient is zeros, whatever the cotangent: nothing above them reaches a gradient through them
 DROPS_THE_COTANGENT = frozenset({"floor", "ceil", "round", "round_decimals", "trunc", "sign", "floor_divide",
                                  "div_rounded"})
+# ...and the losses whose target's gradient reads the input alone (-logit(q), -x)
+BINARY_CROSS_ENTROPIES = frozenset({"binary_cross_entropy", "binary_cross_entropy_weighted",
+                                    "binary_cross_entropy_with_logits", "binary_cross_entropy_with_logits_weighted"})
 # ...whose first input is only added to (scaled by a number): its gradient is the cotangent's
 ADDENDS = SCALED_PRODUCTS | {"adam_exp_avg_sq", "adam_update"}
 
@@ -386,6 +389,8 @@ def gradient_reads(node, position: int) -> list:
         return []
     if name in ("xlogy", "div") and position == 0:  # x's gradient reads y (xlogy's x only through x != 0)
         return [inputs[1]] if inputs[1].requires_grad else []
+    if name in BINARY_CROSS_ENTROPIES and position == 1:  # the target's gradient reads the input alone
+        return [inputs[0]] if inputs[0].requires_grad else []
     linear = name in PRODUCTS or name in SCALED_PRODUCTS and not (name == "addcdiv" and position == 2)
     read = [i for k, i in enumerate(inputs)
             if i.requires_grad and saves_input(node, k) and not (linear and k == position)]

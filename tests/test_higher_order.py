@@ -76,6 +76,12 @@ CONSTANT_GRADIENTS = {  # name: (the loss of x, whether PyTorch's create_graph g
     "relu": (lambda T, x, y: T.relu(x).sum(), True),
     "mean of a max": (lambda T, x, y: T.stack([x, y]).amax(0).mean(), False),
     "sign then exp": (lambda T, x, y: (T.sign(x) * y).exp().sum(), False),  # sign's zeros drop exp's history
+    # a target's gradient reads the input alone (-logit(q), -x): a constant where only the target requires grad
+    "BCE's target": (lambda T, x, y: T.nn.functional.binary_cross_entropy(T.tensor([0.2, 0.9], dtype=T.float64),
+                                                                          x / 2), False),
+    "BCE's target and input": (lambda T, x, y: T.nn.functional.binary_cross_entropy(y.sigmoid(), x / 2), True),
+    "BCE with logits' target": (lambda T, x, y: T.nn.functional.binary_cross_entropy_with_logits(
+        T.tensor([0.2, -0.9], dtype=T.float64), x, pos_weight=T.tensor([1.0, 2.0], dtype=T.float64)), False),
 }
 
 
