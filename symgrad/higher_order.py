@@ -93,7 +93,7 @@ def _backward_name(nodes, derivative, seeded) -> str:
     return "GradientBackward"
 
 
-GRADIENT = Op("gradient", _backward_name, _infer, _build, saves=True)
+GRADIENT = Op("gradient", _backward_name, _infer, _build, saves=True, keeps_history=True)
 
 
 def gradient_node(root: Node, target: Node, seed: Node | None) -> Node:

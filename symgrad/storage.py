@@ -282,7 +282,7 @@ def mark_detached(storage: Storage) -> None:
 def check_saved(nodes) -> None:
     """PyTorch's error if one of ``nodes`` (on a gradient path) saved a value changed in place since."""
     for node in nodes:
-        if node.op.name == "gradient":  # a create_graph gradient: what PyTorch's double backward keeps
+        if node.op.keeps_history:  # a create_graph gradient: what PyTorch's double backward keeps
             derivative = node.attrs[0]
             for kept in derivative.read_again:
                 if kept.written is not None:
@@ -407,8 +407,7 @@ def read_again(node, position: int, cotangent_has_history: bool) -> list:
     if name in SELECTS or name in DROPS_THE_COTANGENT:  # a mask made at the first backward, or nothing
         return []
     if name in PRODUCTS or name in SCALED_PRODUCTS and name != "addcdiv":
-        factors = inputs[:2] if name == "linear" else inputs[1:] if name in SCALED_PRODUCTS else inputs
-        first = 1 if name in SCALED_PRODUCTS else 0
+        first, factors = _factors(node)
         if not cotangent_has_history or not first <= position < first + len(factors):
             return []
         read = [i for k, i in enumerate(factors, first) if k != position]
@@ -418,6 +417,15 @@ def read_again(node, position: int, cotangent_has_history: bool) -> list:
         read = gradient_reads(node, position)
     # an in-place op keeps a copy of the self it wrote (``check_saved``)
     return [i for i in read if not (i is inputs[0] and i.written is not None and _the_write(node, i.written[2]))]
+
+
+def _factors(node) -> tuple:
+    """The position of a product's first factor, and its factors: linear's bias and a scaled
+    product's addend are none (never read)."""
+    inputs = node.inputs
+    if node.op.name in SCALED_PRODUCTS:
+        return 1, inputs[1:3]
+    return 0, inputs[:2] if node.op.name == "linear" else inputs
 
 
 def _of_one_element(node) -> bool:
@@ -447,13 +455,12 @@ def saves_input(node, position: int) -> bool:
     if _saves_nothing(node) or op.name in SAVES_RESULT or op.name in KEEPS_OTHERS or op.name == "embedding":
         return False
     inputs = node.inputs
-    if op.name in PRODUCTS:  # linear's bias is no factor: it is never read
-        factors = inputs[:2] if op.name == "linear" else inputs
-        return position < len(factors) and any(n.requires_grad for k, n in enumerate(factors) if k != position)
     if op.name == "addcdiv" and position == 2:  # PyTorch keeps the divisor whatever needs a gradient
         return True
-    if op.name in SCALED_PRODUCTS and position in (0, 1, 2):
-        return position > 0 and inputs[3 - position].requires_grad
+    if op.name in PRODUCTS or op.name in SCALED_PRODUCTS:  # each factor is kept for the others' gradients
+        first, factors = _factors(node)
+        return (first <= position < first + len(factors)
+                and any(n.requires_grad for k, n in enumerate(factors, first) if k != position))
     if op.name == "lerp":  # the ends' gradients read the weight; the weight's reads both ends
         return inputs[2].requires_grad if position < 2 else inputs[0].requires_grad or inputs[1].requires_grad
     if op.name == "ldexp":  # x's gradient reads the exponent, the exponent's the result

@@ -301,7 +301,7 @@ def gradient_path(root, inputs=None):
         path.append(node)
         if node.retains_grad and node.owner() is not None:
             targets.append(node)
-        if node.written is not None or node.op.name == "gradient":  # (a gradient: what its backwards kept)
+        if node.written is not None or node.op.keeps_history:
             suspects.append(node)
         for i in node.inputs:
             if i.written is not None or i.op.view and storage.base_written(i) is not None:

@@ -59,6 +59,9 @@ class Op:
     # its form depends on the values of its Python-number operands (pow's sqrt at 0.5, xlogy's mask):
     # they stay baked into its programs, never inputs that change (symgrad.engine._numbers_of)
     reads_numbers: bool = False
+    # it is a create_graph gradient: a backward through it checks what its own backwards kept
+    # (symgrad.storage.check_saved)
+    keeps_history: bool = False
     public: list = field(default_factory=list)  # (function, Names) pairs
     # its inputs as PyTorch's ``grad_fn.next_functions`` shows them, where its order differs or PyTorch
     # records a node symgrad folds in (``nodes.Folded``); None: the node's inputs as they are
