@@ -17,8 +17,9 @@ from symgrad.nodes import (LEAF, NO_GRAD_VIEW_REBASED, Node, RefusedHistory, con
                            piece_refusal, refuse_history)
 from symgrad.ops.elementwise import FILL, KEEP_HISTORY
 from symgrad.ops.shape import COPY_OVER, copy, expand, to_dtype
-from symgrad.ops.views import VIEW_OF, WRITE_BACK
-from symgrad.storage import DATA, DETACH, mark, mark_detached, note_detached, partly_shared, storage_of, viewed
+from symgrad.ops.views import RELAID_WRITTEN, VIEW_OF, WRITE_BACK
+from symgrad.storage import (DATA, DETACH, laid_out_again, mark, mark_detached, note_detached, partly_shared,
+                             storage_of, viewed)
 from symgrad.tensor import Tensor, record
 
 
@@ -51,8 +52,12 @@ def assign(tensor: Tensor, node: Node) -> None:
     if len(storage.members) > 1:
         written, recorded = _write_up(tensor)
         for member in storage.live():
-            if member._view is not None and id(member) not in recorded:
+            if member._view is None or id(member) in recorded:
+                continue
+            if not laid_out_again(member):
                 _refresh(member, member is not tensor and id(member) not in written)
+            elif member is not tensor and id(member) not in written:  # (written, it has its own node already)
+                _rebase(member, bool(recorded))
     storage.version += 1
 
 
@@ -111,6 +116,20 @@ def _refresh(member: Tensor, replaced: bool) -> None:
             refuse_history(new, piece_refusal(step[1]))
     if replaced:
         mark(member._storage, old, new)
+    member._rebind(new)
+
+
+def _rebase(member: Tensor, history: bool) -> None:
+    """A base laid out again in place (``t_()``) whose storage was written through another alias:
+    with ``history``, PyTorch's CopySlices; else its own history with the new values."""
+    parent, step, _ = member._view
+    old = member._node
+    if history:
+        new = record(RELAID_WRITTEN, (parent._node,), step)
+    else:
+        with no_grad():
+            new = _values(old, record(VIEW_OF, (parent._node,), step))
+    mark(member._storage, old, new)
     member._rebind(new)
 
 

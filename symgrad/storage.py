@@ -81,6 +81,13 @@ def root_of(tensor):
     return None if base is tensor else base
 
 
+def laid_out_again(tensor) -> bool:
+    """Whether ``tensor`` is a base laid out again in place (``relaid``): a view of its hidden former
+    self to symgrad, no view to PyTorch (a write into it keeps the write's node as its history)."""
+    view = tensor._view
+    return view is not None and view[1] not in (DETACH, DATA) and root_of(tensor) is None
+
+
 _successors = {}  # id of a hidden former self -> (a weak reference to) the tensor laid out again in its place
 
 

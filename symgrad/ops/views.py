@@ -44,6 +44,9 @@ def _infer_view(nodes, op, attrs):
 
 
 VIEW_OF = Op("view_of", "AsStridedBackward0", _infer_view, _build_view, saves=False, starts=StepStarts)
+# the same, for a tensor laid out again in place (``t_()``) whose storage was written through another
+# alias: PyTorch's tensor is no view but the base, written through a view of it
+RELAID_WRITTEN = Op("relaid_written", "CopySlices", _infer_view, _build_view, saves=False, starts=StepStarts)
 
 
 def _diagonal_set(p, old, new, offset, axis1, axis2):
