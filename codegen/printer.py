@@ -179,6 +179,10 @@ class JaxPrinter(StrPrinter):
         x, beta = (self._print(a) for a in expr.args)
         return f"(jnp.log1p(jnp.exp(({x}) * ({beta}))) / ({beta}))"
 
+    def _print_prelu(self, expr):
+        x, w = (self._print(a) for a in expr.args)
+        return f"jnp.where(({x}) > 0, {x}, ({w}) * ({x}))"
+
     def _print_hardswish(self, expr):
         x = self._print(expr.args[0])
         return f"({x} * jnp.clip({x} + 3, 0, 6) / 6)"

@@ -124,6 +124,8 @@ def _chain(g, derivative):
     if isinstance(derivative, select) and not isinstance(derivative, masked):
         condition, a, b = derivative.args
         return select(condition, *(sp.S.Zero if d == 0 else _chain(g, d) for d in (a, b)))
+    if isinstance(derivative, rerouted):  # a value that differentiates as another: so does its product
+        return rerouted(*(_chain(g, d) for d in derivative.args))
     if derivative.is_Add and any(isinstance(d, select) for d in derivative.args):
         # one tensor as several operands (``clamp(x, max=x)``): PyTorch sums each operand's backward,
         # so a select's zeros stay zeros under a NaN cotangent

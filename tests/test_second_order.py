@@ -141,3 +141,29 @@ def test_the_elu_family_has_no_second_derivative_at_zero(torch, name, alpha):
     for ours, theirs in zip(derivatives(symgrad), derivatives(torch)):  # (celu: PyTorch's 1/alpha in float32)
         np.testing.assert_allclose(ours, theirs, rtol=1e-7 if name == "celu" else 1e-12, atol=0)
     assert derivatives(symgrad)[2][3:5].tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("cotangent", ["without history", "with history"])
+def test_prelu_at_zero_differentiates_as_pytorchs_double_backward(torch, cotangent):
+    """PyTorch's prelu backward takes the negative side at +-0 (x > 0), its double backward the
+    positive one (x >= 0): the second derivatives toward x and the weight are 0 there, and the
+    derivative toward the cotangent is 1 (not the weight), as is forward AD's tangent.  Found by the
+    random-programs fuzzer (prelu of zeros, symgrad's cross derivatives were the negative side's)."""
+    x0 = np.array([-np.inf, -3.0, -0.0, 0.0, 2.0, np.inf, np.nan])
+    weights = np.linspace(-1, 2, x0.size)
+
+    def derivatives(T):
+        x, w = T.tensor(x0, requires_grad=True), T.tensor(np.array([0.25]), requires_grad=True)
+        y = T.prelu(x, w)
+        loss = (y * y).sum() if cotangent == "with history" else (y * T.tensor(weights)).sum()
+        gx, gw = T.autograd.grad(loss, (x, w), create_graph=True)
+        second = (gx * T.tensor(weights[::-1].copy())).sum() + 3 * gw.sum()
+        hx, hw = T.autograd.grad(second, (x, w), allow_unused=True, materialize_grads=True)
+        fw = T.autograd.forward_ad
+        with fw.dual_level():
+            tangent = fw.unpack_dual(T.prelu(fw.make_dual(T.tensor(x0), T.tensor(weights)),
+                                             fw.make_dual(T.tensor(np.array([0.25])), T.tensor(np.array([2.0]))))).tangent
+        return [t.detach().numpy() for t in (y, gx, gw, hx, hw, tangent)]
+
+    for ours, theirs in zip(derivatives(symgrad), derivatives(torch)):
+        np.testing.assert_array_equal(ours, theirs)

@@ -401,6 +401,25 @@ class rerouted(_RealFunction):
         return sp.S.Zero if argindex == 1 else sp.S.One
 
 
+class prelu(_RealFunction):
+    """x above 0, else w * x: PyTorch's kernel, with its backward's derivatives (above 0 the positive
+    side's) whose own derivatives are its double backward's (at and above 0 the positive side's).
+    At +-0 the first derivatives are the negative side's (w, x) with no derivatives but the
+    cotangent's, which is the positive side's (``rerouted``: ``where(x >= 0, gI, ...)``)."""
+
+    array_code = "{where}({a} > 0, {a}, {b} * {a})"
+    nargs = 2
+    numeric = staticmethod(lambda x, w: x if x > 0 else w * x)
+
+    def fdiff(self, argindex=1):
+        x, w = self.args
+        if argindex == 1:
+            positive, negative, at_zero = sp.S.One, w, rerouted(w, sp.S.One, evaluate=False)
+        else:
+            positive, negative, at_zero = sp.S.Zero, x, rerouted(x, sp.S.Zero, evaluate=False)
+        return select(greater(x, 0), positive, select(greater_equal(x, 0), at_zero, negative))
+
+
 class hardswish(_RealFunction):
     """x * clip(x + 3, 0, 6) / 6 (NaN at -inf, as PyTorch computes it), with PyTorch's gradient:
     0 at and below -3, x/3 + 1/2 below 3, 1 from 3 on."""
@@ -517,7 +536,7 @@ class acosh(sp.acosh):
 ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, softplus_kernel, binary_cross_entropy_with_logits, step, relu, equal, greater, greater_equal, less,
                          less_equal, not_equal, select, masked, floor, ceil, rint, trunc, sign, isnan, isinf, isfinite, signbit,
                          logical_not, logical_and, logical_or, logical_xor, floor_divide, div_floor, trunc_divide, remainder, clamp,
-                         maximum, minimum, hardtanh, hardswish, exact_difference, rerouted, root, atan2, fmod, hypot, copysign, xlogy)
+                         maximum, minimum, hardtanh, hardswish, prelu, exact_difference, rerouted, root, atan2, fmod, hypot, copysign, xlogy)
 
 
 # ---------------------------------------------------------------------------- structural

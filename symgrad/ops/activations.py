@@ -16,6 +16,7 @@ from sympy.codegen.cfunctions import expm1
 
 from symgrad import dtypes, engine, ir, random
 from symgrad.ir import ieee
+from symgrad.ir.functions import prelu as prelu_head
 from symgrad.inplace import apply_inplace
 from symgrad.nodes import leaf
 from symgrad.ops.dims import dim_index
@@ -273,8 +274,7 @@ def _build_prelu(p, node, x, weight):
     shape = _along_channels(len(a.shape), w.shape)
     if w.shape != shape:
         weight = p.reshape(weight, shape)
-    form = ieee.unevaluated(lambda a, w: ir.select(ir.greater(a, 0), a, w * a), x, weight)
-    return p.assign(form, node.shape, node.dtype.name, "prelu")
+    return p.assign(prelu_head(x, weight), node.shape, node.dtype.name, "prelu")
 
 
 def _infer_prelu(nodes):
