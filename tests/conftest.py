@@ -16,6 +16,23 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     settings.load_profile("slow" if config.getoption("--slow") else os.environ.get("HYPOTHESIS_PROFILE", "default"))
+    _keep_compiled_programs()
+
+
+def _keep_compiled_programs():
+    """XLA's compiles are most of the suite's time, and many programs recur: in other test files, on
+    the other worker, in the next run.  JAX's persistent cache keeps each executable under its HLO,
+    compile options and JAX and XLA versions, so a hit is the very program XLA would compile (the
+    library itself never sets it).  No size limit: with one, JAX scans the whole directory at every
+    write (a run of the suite took twice as long)."""
+    import tempfile
+
+    import jax
+
+    default = os.path.join(tempfile.gettempdir(), "symgrad-xla-for-tests")
+    jax.config.update("jax_compilation_cache_dir", os.environ.get("SYMGRAD_TEST_XLA_CACHE", default))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
 
 
 @pytest.fixture(params=["fast path", "plain path"])
