@@ -17,13 +17,13 @@ ELEMENTWISE = {
     "exp": "jnp.exp", "log": "jnp.log", "sin": "jnp.sin", "cos": "jnp.cos", "tan": "jnp.tan",
     "tanh": "rounded_tanh", "sinh": "jnp.sinh", "cosh": "jnp.cosh", "atan": "jnp.arctan",
     "Abs": "jnp.abs", "log1p": "jnp.log1p", "expm1": "jnp.expm1",
-    "sigmoid": "jax.nn.sigmoid", "softplus": "jax.nn.softplus", "relu": "jax.nn.relu",
+    "sigmoid": "jax.nn.sigmoid", "softplus": "jax.nn.softplus",
     "erf": "jax.scipy.special.erf", "log2": "jnp.log2", "log10": "jnp.log10", "exp2": "jnp.exp2",
     "floor": "jnp.floor", "ceil": "jnp.ceil", "rint": "jnp.round", "trunc": "jnp.trunc",
     "isnan": "jnp.isnan", "isinf": "jnp.isinf", "isfinite": "jnp.isfinite", "logical_not": "jnp.logical_not",
     "logical_and": "jnp.logical_and", "logical_or": "jnp.logical_or", "logical_xor": "jnp.logical_xor",
-    "remainder": "jnp.remainder", "maximum": "jnp.maximum", "minimum": "jnp.minimum", "floor_divide": "jnp.floor_divide",
-    "root": "jnp.sqrt", "asin": "jnp.arcsin", "acos": "jnp.arccos", "asinh": "jnp.arcsinh", "acosh": "jnp.arccosh",
+    "remainder": "jnp.remainder", "floor_divide": "jnp.floor_divide",
+    "root": "jnp.sqrt", "square_root": "jnp.sqrt", "asin": "jnp.arcsin", "acos": "jnp.arccos", "asinh": "jnp.arcsinh", "acosh": "jnp.arccosh",
     "atanh": "jnp.arctanh", "atan2": "jnp.arctan2", "fmod": "jnp.fmod", "hypot": "jnp.hypot",
     "copysign": "jnp.copysign", "signbit": "jnp.signbit",
 }
@@ -150,11 +150,33 @@ class JaxPrinter(StrPrinter):
         minus_x = f"-{x}" if x.isidentifier() else f"-({x})"
         return f"((1 - {t}) * {x} + jax.nn.softplus({minus_x}))"
 
-    def _print_clamp(self, expr):  # an absent bound is None: an inf would make an integer x a float
+    def _print_clamp(self, expr):
+        """hi where x > hi or lo > hi, else lo where x < lo, else x (-0.0 at a bound of 0.0 too: PyTorch's
+        std::max and std::min keep their first operand at a tie, XLA's max takes 0.0); NaN for a NaN
+        bound.  An absent bound is left out: an inf would make an integer x a float."""
         x, lo, hi = expr.args
-        lo = "None" if lo == -sp.oo else self._print(lo)
-        hi = "None" if hi == sp.oo else self._print(hi)
-        return f"jnp.clip({self._print(x)}, {lo}, {hi})"
+        text = self._print(x)
+        for bound, side, absent in ((lo, "<", -sp.oo), (hi, ">", sp.oo)):
+            if bound != absent:
+                b = self._print(bound)
+                text = f"jnp.where({text} {side} {b}, {b}, {text})"
+                if not (bound.is_Number and bound is not sp.nan):  # a bound that may be NaN
+                    text = f"jnp.where({b} == {b}, {text}, {b})"
+        return text
+
+    def _print_relu(self, expr):
+        """-0.0 stays, as PyTorch's (XLA's max takes 0.0); without a derivative there, so that
+        ``jax.grad`` of the source agrees with PyTorch's at 0 as ``jax.nn.relu``'s does."""
+        x = self._print(expr.args[0])
+        return f"jnp.where({x} == 0, jax.lax.stop_gradient({x}), jax.nn.relu({x}))"
+
+    def _print_maximum(self, expr):  # a at a tie (-0.0 and 0.0), as PyTorch's std::max; NaN if either is
+        a, b = (self._print(x) for x in expr.args)
+        return f"jnp.where({a} < {b}, {b}, jnp.where({b} != {b}, {b}, {a}))"
+
+    def _print_minimum(self, expr):
+        a, b = (self._print(x) for x in expr.args)
+        return f"jnp.where({b} < {a}, {b}, jnp.where({b} != {b}, {b}, {a}))"
 
     def _print_div_floor(self, expr):  # a zero quotient takes the sign of a / b, as in PyTorch's kernel
         a, b = (self._print(x) for x in expr.args)
@@ -174,6 +196,10 @@ class JaxPrinter(StrPrinter):
 
     def _print_rerouted(self, expr):
         return self._print(expr.args[0])
+
+    def _print_softplus_slope(self, expr):
+        x, beta = (self._print(a) for a in expr.args)
+        return f"(lambda z: z / (z + 1))(jnp.exp(({x}) * ({beta})))"
 
     def _print_softplus_kernel(self, expr):
         x, beta = (self._print(a) for a in expr.args)

@@ -145,9 +145,10 @@ def _derivative(expr, x):
     args = expr.args
     if expr.is_Add:
         return ieee.add(*[_derivative(a, x) for a in args])
-    if expr.is_Mul:  # a factor's derivative that cancels to 0 (x - x) still multiplies: 0 * inf is NaN
+    if expr.is_Mul:  # a factor's derivative that cancels to 0 (x - x) still multiplies: 0 * inf is NaN;
+        # a mask or a sign has none (PyTorch's backwards make them without history: relu's, abs's)
         return ieee.add(*[ieee.mul(*args[:i], _derivative(a, x), *args[i + 1:])
-                          for i, a in enumerate(args) if x in a.free_symbols])
+                          for i, a in enumerate(args) if x in a.free_symbols and not _is_mask(a)])
     if expr.is_Pow:
         return _pow_derivative(expr, x)
     if isinstance(expr, select):  # the branch not taken sends nothing, not 0 * its derivative (NaN at inf)
@@ -160,6 +161,14 @@ def _derivative(expr, x):
         return ieee.add(*[ieee.mul(expr.fdiff(i), _derivative(a, x))
                           for i, a in enumerate(args, 1) if x in a.free_symbols])
     return expr.diff(x)
+
+
+def _is_mask(expr) -> bool:
+    """Whether ``expr`` is a test, a step or a sign: flat wherever it is defined."""
+    return getattr(type(expr), "zero_gradient", False) or isinstance(expr, _MASKS)
+
+
+_MASKS = (sp.sign, sp.Heaviside, sp.DiracDelta)  # SymPy's (abs's derivative, and theirs)
 
 
 def _pow_derivative(expr, x):

@@ -1116,3 +1116,35 @@ def test_addr_of_two_dtypes_refuses_only_the_gradient_mv_refuses(torch, wrt):
     if theirs != "refused":
         for a, b in zip(ours, theirs):
             _same(a, b)
+
+
+SIGNED_ZERO_TIES = {
+    "relu": lambda T, x, z: T.relu(x),
+    "clamp min": lambda T, x, z: T.clamp(x, min=0.0),
+    "clamp max": lambda T, x, z: T.clamp(x, max=-0.0),
+    "clamp both": lambda T, x, z: T.clamp(x, 0.0, 1.0),
+    "clamp tensor bounds": lambda T, x, z: T.clamp(x, min=z, max=z + 1),
+    "clamp_min": lambda T, x, z: T.clamp_min(x, 0.0),
+    "clip": lambda T, x, z: x.clip(0.0),
+    "maximum": lambda T, x, z: T.maximum(x, z),
+    "maximum reversed": lambda T, x, z: T.maximum(z, x),
+    "minimum": lambda T, x, z: T.minimum(x, z),
+    "minimum reversed": lambda T, x, z: T.minimum(z, x),
+    "clamp NaN bound": lambda T, x, z: T.clamp(x, min=z * math.nan),
+}
+
+
+@pytest.mark.parametrize("name", SIGNED_ZERO_TIES)
+def test_a_tie_of_signed_zeros_keeps_the_first_operand(torch, name):
+    """PyTorch's max and min keep their first operand at a tie (std::max), so relu(-0.0) and
+    clamp(-0.0, min=0.0) are -0.0, and 1 / relu(-0.0) is -inf; XLA's max takes 0.0 (+inf).
+    Found on the way to the random-programs fuzzer's acos(abs(x)) case."""
+    x0 = np.array([-0.0, 0.0, -1.0, 2.0, np.nan, np.inf, -np.inf], np.float32)
+
+    def run(T):
+        x, z = T.tensor(x0), T.zeros(x0.size)
+        return (1 / SIGNED_ZERO_TIES[name](T, x, z)).numpy()
+
+    ours, theirs = run(symgrad), run(torch)
+    np.testing.assert_array_equal(ours, theirs)
+    assert np.signbit(ours).tolist() == np.signbit(theirs).tolist()

@@ -167,3 +167,55 @@ def test_prelu_at_zero_differentiates_as_pytorchs_double_backward(torch, cotange
 
     for ours, theirs in zip(derivatives(symgrad), derivatives(torch)):
         np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("inner", ["abs", "relu", "hardtanh", "clamp_min"])
+@pytest.mark.parametrize("outer", ["acos", "sqrt", "log"])
+def test_a_mask_in_a_gradient_is_not_differentiated(torch, inner, outer):
+    """relu's and abs's gradients multiply the cotangent by a mask or a sign that PyTorch's backward
+    makes without history: a second backward sends nothing through it, where symgrad's product rule
+    sent 0 times the cotangent (NaN where an outer derivative is infinite: acos(abs(1)), sqrt(relu(0))).
+    Found by the random-programs fuzzer."""
+    x0 = np.array([-2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, np.inf, np.nan])
+
+    def derivatives(T):
+        x = T.tensor(x0, requires_grad=True)
+        inner_fn = {"abs": T.abs, "relu": T.relu, "hardtanh": T.nn.functional.hardtanh,
+                    "clamp_min": lambda v: T.clamp(v, min=0.0)}[inner]
+        y = getattr(T, outer)(inner_fn(x))
+        (g,) = T.autograd.grad((y * T.tensor(np.linspace(-1, 2, x0.size))).sum(), x, create_graph=True)
+        (h,) = T.autograd.grad((g * T.tensor(np.linspace(0.5, 1.5, x0.size))).sum(), x, allow_unused=True,
+                               materialize_grads=True)
+        return [t.detach().numpy() for t in (y, g, h)]
+
+    for ours, theirs in zip(derivatives(symgrad), derivatives(torch)):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=0)
+
+
+LOSSES_AT_THEIR_BOUND = {
+    "smooth_l1": lambda T, x, t: T.nn.functional.smooth_l1_loss(x, t, reduction="none", beta=2.0),
+    "huber": lambda T, x, t: T.nn.functional.huber_loss(x, t, reduction="none", delta=2.0),
+    "softplus": lambda T, x, t: T.nn.functional.softplus(x * t),
+    "softplus scaled": lambda T, x, t: T.nn.functional.softplus(x * t, beta=2.0, threshold=5.0),
+}
+
+
+@pytest.mark.parametrize("name", LOSSES_AT_THEIR_BOUND)
+def test_a_bound_between_two_forms_has_pytorchs_second_derivative(torch, name):
+    """smooth_l1 and huber at |d| = beta and at NaN, softplus at its threshold: PyTorch's backward takes
+    one side's slope there, its double backward neither (it keeps |d| < beta, beta x < threshold), so
+    the second derivative is 0 where symgrad's was the inside's curvature.  F.softplus with its default
+    threshold is x itself above 20 (its gradient exactly 1: symgrad's was sigmoid(x), 1 - 1e-11 at x = 25
+    in float64).  Found by a survey of edges after the random-programs fuzzer."""
+    x0 = np.array([3.0, -1.0, 1.5, 0.0, 5.0, np.nan, -3.0, np.inf, 2.5, 20.0, 25.0, 19.0])
+
+    def derivatives(T):
+        x = T.tensor(x0, requires_grad=True)
+        t = T.tensor(np.where(name.startswith("softplus"), 1.0, np.ones_like(x0)), requires_grad=True)
+        y = LOSSES_AT_THEIR_BOUND[name](T, x, t)
+        gx, gt = T.autograd.grad((y * T.arange(1.0, 13.0, dtype=T.float64)).sum(), (x, t), create_graph=True)
+        hx, ht = T.autograd.grad((gx * T.arange(2.0, 14.0, dtype=T.float64)).sum(), (x, t))
+        return [v.detach().numpy() for v in (y, gx, gt, hx, ht)]
+
+    for ours, theirs in zip(derivatives(symgrad), derivatives(torch)):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=0)

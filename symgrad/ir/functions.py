@@ -143,9 +143,32 @@ class softplus_kernel(_RealFunction):
 
     def fdiff(self, argindex=1):
         x, beta = self.args
-        grown = sp.exp(ieee.mul(x, beta))  # beta = 0 times an infinite x is NaN, as in PyTorch's kernel
-        slope = grown / (grown + 1)
+        slope = softplus_slope(x, beta)
         return slope if argindex == 1 else (x * slope - self) / beta
+
+
+class softplus_slope(_RealFunction):
+    """PyTorch's softplus backward below the threshold, exp(beta x) / (exp(beta x) + 1) (beta = 0 times an
+    infinite x is NaN, as in its kernel), whose derivative is its double backward's, computed from
+    the sigmoid: beta (1 - s) s with s = sigmoid(beta x)."""
+
+    array_code = "(lambda z: z / (z + 1))({exp}({a} * {b}))"
+    nargs = 2
+
+    @staticmethod
+    def numeric(x, beta):
+        try:
+            z = math.exp(x * beta)
+        except OverflowError:
+            return math.nan
+        return z / (z + 1)
+
+    def fdiff(self, argindex=1):
+        x, beta = self.args
+        if argindex == 2:  # beta is a number
+            return sp.S.Zero
+        s = sigmoid(ieee.mul(x, beta))
+        return ieee.mul(ieee.mul(ieee.add(sp.S.One, ieee.mul(sp.S.NegativeOne, s)), s), beta)
 
 
 class binary_cross_entropy_with_logits(_RealFunction):
@@ -165,7 +188,9 @@ class binary_cross_entropy_with_logits(_RealFunction):
 
 
 class step(_RealFunction):
-    """0 where x <= 0, else 1 (1 at NaN): PyTorch's relu gradient."""
+    """0 where x <= 0, else 1 (1 at NaN): PyTorch's relu gradient, a mask without history."""
+
+    zero_gradient = True
 
     array_code = "{where}({a} > 0, 1.0, 0.0)"
     nargs = 1
@@ -181,7 +206,7 @@ class step(_RealFunction):
 class relu(_RealFunction):
     """max(x, 0) with the derivative PyTorch uses: 0 at x = 0."""
 
-    array_code = "{maximum}({a}, 0.0)"
+    array_code = "{where}({a} < 0, 0, {a})"  # -0.0 stays, as PyTorch's (XLA's max takes 0.0)
     nargs = 1
 
     @staticmethod
@@ -193,10 +218,12 @@ class relu(_RealFunction):
 
 
 class equal(_RealFunction):
-    """1 where a == b, else 0: the mask that routes a max's gradient to its arguments."""
+    """1 where a == b, else 0: the mask that routes a max's gradient to its arguments (made without
+    history, as PyTorch's: a cotangent reaching it stops, even an infinite one)."""
 
     array_code = "{equal}({a}, {b})"
     nargs = 2
+    zero_gradient = True
 
     @staticmethod
     def numeric(a, b):
@@ -210,6 +237,7 @@ class _Comparison(_RealFunction):
     """1 where the comparison holds, else 0 (the front end casts to bool); no gradient."""
 
     nargs = 2
+    zero_gradient = True
 
     def fdiff(self, argindex=1):
         return sp.S.Zero
@@ -320,7 +348,7 @@ class clamp(_RealFunction):
     """``clip(x, lo, hi)`` (hi wins where lo > hi; an absent bound is an infinity), with PyTorch's
     subgradients: x where lo <= x <= hi, lo where x < lo < hi, hi where x > hi or hi < lo."""
 
-    array_code = "{clip}({a}, {b}, {c})"
+    array_code = "(lambda t: {where}(t > {c}, {c}, t))({where}({a} < {b}, {b}, {a}))"  # (x at a tie: -0.0 stays)
     nargs = 3
 
     @staticmethod
@@ -342,9 +370,10 @@ class maximum(_RealFunction):
     to each at a tie (inf and inf too), all to both at a NaN, where every comparison is false.
     Not SymPy's Max, which merges equal arguments: maximum(x, x) sends x two halves."""
 
-    array_code = "{maximum}({a}, {b})"
+    # a at a tie (-0.0 and 0.0), as PyTorch's std::max; XLA's max takes 0.0
+    array_code = "{where}(({a}) < ({b}), {b}, {where}(({b}) != ({b}), {b}, {a}))"
     nargs = 2
-    numeric = staticmethod(np.maximum)
+    numeric = staticmethod(lambda a, b: b if a < b or b != b else a)
     loses = staticmethod(lambda a, b: less(a, b))
 
     def fdiff(self, argindex=1):
@@ -355,9 +384,8 @@ class maximum(_RealFunction):
 class minimum(maximum):
     """The smaller of a and b, with maximum's rules mirrored."""
 
-    array_code = "{minimum}({a}, {b})"
-
-    numeric = staticmethod(np.minimum)
+    array_code = "{where}(({b}) < ({a}), {b}, {where}(({b}) != ({b}), {b}, {a}))"
+    numeric = staticmethod(lambda a, b: b if b < a or b != b else a)
     loses = staticmethod(lambda a, b: greater(a, b))
 
 
@@ -434,6 +462,22 @@ class hardswish(_RealFunction):
     def fdiff(self, argindex=1):
         (x,) = self.args
         return select(less_equal(x, -3), sp.S.Zero, select(less(x, 3), x / 3 + sp.Rational(1, 2), sp.S.One))
+
+
+class square_root(_RealFunction):
+    """torch.sqrt, differentiated as PyTorch's backward, ``grad / (2 * result)``: its own derivatives
+    go through the result, so at -0.0 the second derivative is +inf as PyTorch's (SymPy's x**(-3/2)
+    is -inf there)."""
+
+    array_code = "{sqrt}({a})"
+    nargs = 1
+
+    @staticmethod
+    def numeric(x):
+        return math.sqrt(x) if x >= 0 else (x if x == 0 else math.nan)
+
+    def fdiff(self, argindex=1):
+        return ieee.unevaluated(lambda y: 1 / (2 * y), self)
 
 
 class root(_RealFunction):
@@ -533,10 +577,10 @@ class acosh(sp.acosh):
         return 1 / sp.sqrt(self.args[0] ** 2 - 1)
 
 
-ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, softplus_kernel, binary_cross_entropy_with_logits, step, relu, equal, greater, greater_equal, less,
+ELEMENTWISE_FUNCTIONS = (sigmoid, softplus, softplus_kernel, softplus_slope, binary_cross_entropy_with_logits, step, relu, equal, greater, greater_equal, less,
                          less_equal, not_equal, select, masked, floor, ceil, rint, trunc, sign, isnan, isinf, isfinite, signbit,
                          logical_not, logical_and, logical_or, logical_xor, floor_divide, div_floor, trunc_divide, remainder, clamp,
-                         maximum, minimum, hardtanh, hardswish, prelu, exact_difference, rerouted, root, atan2, fmod, hypot, copysign, xlogy)
+                         maximum, minimum, hardtanh, hardswish, prelu, exact_difference, rerouted, square_root, root, atan2, fmod, hypot, copysign, xlogy)
 
 
 # ---------------------------------------------------------------------------- structural

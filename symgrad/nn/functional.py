@@ -127,9 +127,15 @@ def _huber(d, delta):
 
 
 def _outside(d, bound, inside, scaled):
-    """``scaled(|d| - bound/2)`` where d is below -bound or above bound, ``inside`` elsewhere."""
-    above = ir.select(ir.greater(d, bound), scaled(d - bound / 2), inside)
-    return ir.select(ir.less(d, -bound), scaled(-d - bound / 2), above)
+    """``scaled(|d| - bound/2)`` where d is below -bound or above bound, ``inside`` elsewhere.  PyTorch's
+    backward takes the inside's slope at +-bound and at NaN, its double backward none there (it keeps
+    |d| < bound): there the gradient's carrier is linear, the outside's at +-bound, and at NaN d times
+    a NaN slope that is not differentiated."""
+    right, left = scaled(d - bound / 2), scaled(-d - bound / 2)
+    value = ir.select(ir.less(d, -bound), left, ir.select(ir.greater(d, bound), right, inside))
+    linear_at_nan = ir.select(ir.isnan(d), ieee.mul(ir.rerouted(d, sp.S.Zero), d), inside)
+    carrier = ir.select(ir.less_equal(d, -bound), left, ir.select(ir.greater_equal(d, bound), right, linear_at_nan))
+    return ir.rerouted(value, carrier)
 
 
 def _difference_loss(name, grad_fn, form, numpy_form, *default_parameters):

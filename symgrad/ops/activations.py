@@ -20,7 +20,7 @@ from symgrad.ir.functions import prelu as prelu_head
 from symgrad.inplace import apply_inplace
 from symgrad.nodes import leaf
 from symgrad.ops.dims import dim_index
-from symgrad.ops.elementwise import DIV, SOFTPLUS, SUB, elementwise, refuse_bool, refuse_kernel
+from symgrad.ops.elementwise import DIV, SOFTPLUS, SUB, elementwise, refuse_bool, refuse_kernel, softplus_form
 from symgrad.ops.registry import Example, Names, Op, register
 from symgrad.tensor import Tensor, apply
 from symgrad.uploads import from_host
@@ -94,8 +94,7 @@ HARDTANH = elementwise("hardtanh", "HardtanhBackward0", ir.hardtanh, reference=l
                        examples=(Example(((3, 4), (), ()), scalars={1: -1.0, 2: 1.0}),
                                  Example(((7,), (), ()), scalars={1: 0.0, 2: 0.5})))
 SOFTPLUS_SCALED = elementwise(
-    "softplus_scaled", "SoftplusBackward0",
-    lambda a, beta, threshold: ir.select(ir.greater(ieee.mul(a, beta), threshold), a, ir.softplus_kernel(a, beta)),
+    "softplus_scaled", "SoftplusBackward0", softplus_form,
     float_result=True, reference=lambda a, beta, t: jnp.where(a * beta > t, a, jnp.log1p(jnp.exp(a * beta)) / beta),
     torch_fn=lambda t, a, beta, threshold: t.nn.functional.softplus(a, beta, threshold),
     examples=(Example(((3, 4), (), ()), scalars={1: 2.0, 2: 1.0}), Example(((7,), (), ()), scalars={1: 0.5, 2: 20.0})),

@@ -182,7 +182,7 @@ EXP = elementwise("exp", "ExpBackward0", sp.exp, float_result=True, reference=jn
                   torch_fn=lambda t, a: t.exp(a), names=public_names("exp"))
 LOG = elementwise("log", "LogBackward0", sp.log, float_result=True, reference=jnp.log,
                   torch_fn=lambda t, a: t.log(a), domain=("positive",), names=public_names("log"))
-SQRT = elementwise("sqrt", "SqrtBackward0", sp.sqrt, float_result=True, reference=jnp.sqrt,
+SQRT = elementwise("sqrt", "SqrtBackward0", F.square_root, float_result=True, reference=jnp.sqrt,
                    torch_fn=lambda t, a: t.sqrt(a), domain=("positive",), names=public_names("sqrt"))
 SIN = elementwise("sin", "SinBackward0", sp.sin, float_result=True, reference=jnp.sin,
                   torch_fn=lambda t, a: t.sin(a), names=public_names("sin"))
@@ -199,7 +199,19 @@ RELU = elementwise("relu", "ReluBackward0", ir.relu, reference=lambda a: jnp.max
 ABS = elementwise("abs", "AbsBackward0", sp.Abs, reference=jnp.abs, torch_fn=lambda t, a: t.abs(a),
                   refuse=refuse_kernel("abs_cpu", dtypes.BOOLEAN),
                   domain=("kinked",), names=public_names("abs", "__abs__"))
-SOFTPLUS = elementwise("softplus", "SoftplusBackward0", ir.softplus, float_result=True,
+def softplus_form(a, beta, threshold):
+    """PyTorch's kernel: x where beta x > threshold, else log1p(exp(beta x)) / beta.  Its backward
+    takes the kernel's slope at the threshold, its double backward none there (it keeps
+    beta x < threshold): at the threshold the gradient's carrier is linear, its slope not
+    differentiated."""
+    scaled, kernel = ieee.mul(a, beta), ir.softplus_kernel(a, beta)
+    value = ir.select(ir.greater(scaled, threshold), a, kernel)
+    at_threshold = ir.select(F.equal(scaled, threshold), ieee.mul(ir.rerouted(kernel.fdiff(1), sp.S.Zero), a), kernel)
+    return ir.rerouted(value, ir.select(ir.greater(scaled, threshold), a, at_threshold))
+
+
+SOFTPLUS = elementwise("softplus", "SoftplusBackward0", lambda a: softplus_form(a, sp.S.One, sp.Integer(20)),
+                       float_result=True,
                        refuse=refuse_kernel("softplus_cpu", dtypes.BOOLEAN, dtypes.INTEGER),
                        reference=lambda a: jnp.logaddexp(a, 0.0),
                        torch_fn=lambda t, a: t.nn.functional.softplus(a))  # published with beta: ops/activations.py
