@@ -165,10 +165,10 @@ class JaxPrinter(StrPrinter):
         return text
 
     def _print_relu(self, expr):
-        """-0.0 stays, as PyTorch's (XLA's max takes 0.0); without a derivative there, so that
-        ``jax.grad`` of the source agrees with PyTorch's at 0 as ``jax.nn.relu``'s does."""
+        """-0.0 stays, as PyTorch's (XLA's max takes 0.0): ``x * 0`` there, whose derivative is 0, so
+        that JAX's derivative of the source agrees with PyTorch's at 0 as ``jax.nn.relu``'s does."""
         x = self._print(expr.args[0])
-        return f"jnp.where({x} == 0, jax.lax.stop_gradient({x}), jax.nn.relu({x}))"
+        return f"jnp.where({x} == 0, {x} * 0, jax.nn.relu({x}))"
 
     def _print_maximum(self, expr):  # a at a tie (-0.0 and 0.0), as PyTorch's std::max; NaN if either is
         a, b = (self._print(x) for x in expr.args)

@@ -30,6 +30,7 @@ import sympy as sp
 _LOGS = frozenset({"log", "log2", "log10"})
 _EXPS = frozenset({"exp", "exp2"})
 _EXPANDED = frozenset({"cosh", "sinh", "acos", "acosh"})  # XLA computes them from their argument and constants
+_ROOTS = frozenset({"square_root", "root"})  # sqrt heads: sqrt(a * a) is abs(a) to XLA
 
 
 class Unrewritten(sp.Function):
@@ -93,6 +94,9 @@ class _Guard:
         elif name in _EXPANDED:
             inner = self.seen(expr.args[0])
             if isinstance(inner, sp.Add) and any(a.is_Number for a in inner.args):
+                args[0] = Unrewritten(args[0])
+        elif name in _ROOTS:
+            if _square(self.seen(expr.args[0])):
                 args[0] = Unrewritten(args[0])
         elif isinstance(expr, sp.Pow):
             base = self.seen(expr.args[0])

@@ -82,7 +82,7 @@ def _vjp(program, sym, expr, g, needs):
     out_shape = program.shapes[sym]
     result = []
     for arg in sorted(expr.free_symbols & needs, key=lambda s: s.name):
-        if getattr(type(expr), "zero_gradient", False):  # PyTorch's zeros: a NaN cotangent stops here
+        if _is_mask(expr):  # PyTorch's zeros: a NaN cotangent stops here
             result.append((arg, sp.S.Zero))
             continue
         if _divides(expr, arg):
@@ -164,7 +164,10 @@ def _derivative(expr, x):
 
 
 def _is_mask(expr) -> bool:
-    """Whether ``expr`` is a test, a step or a sign: flat wherever it is defined."""
+    """Whether ``expr`` is a test, a step or a sign, or a choice between such (max's tie mask): flat
+    wherever it is defined, made by PyTorch's backwards without history."""
+    if isinstance(expr, select):
+        return all(a.is_Number or _is_mask(a) for a in expr.args[1:])
     return getattr(type(expr), "zero_gradient", False) or isinstance(expr, _MASKS)
 
 
