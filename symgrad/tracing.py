@@ -287,6 +287,24 @@ def _accumulations(walk, grads):
     return tuple(accumulate)
 
 
+def _toward(suspects, path, targets) -> list:
+    """The suspects on a way from the root to the nodes ``targets``: PyTorch runs only the backwards a
+    gradient toward the inputs asked for needs, so ``autograd.grad(loss, b)`` checks nothing another
+    input's branch saved."""
+    consumers: dict = {}
+    for node in path:
+        for i in node.inputs:
+            if i.requires_grad:
+                consumers.setdefault(i, []).append(node)
+    reaching, stack = set(targets), list(targets)
+    while stack:
+        for node in consumers.get(stack.pop(), ()):
+            if node not in reaching:
+                reaching.add(node)
+                stack.append(node)
+    return [node for node in suspects if node in reaching]
+
+
 def gradient_path(root, inputs=None):
     """Non-leaf nodes a gradient flows through, and the nodes whose .grad it fills, in order
     (only those of the tensors ``inputs``, if given).  A node on the path that reads a value an
@@ -312,6 +330,8 @@ def gradient_path(root, inputs=None):
     if inputs is not None:  # a leaf written in place under no_grad after a use: its earlier nodes are its too
         chosen, owners = {t._node for t in inputs}, {id(t) for t in inputs}
         targets = [t for t in targets if t in chosen or t.op is LEAF and id(t.owner()) in owners]
+        if suspects:
+            suspects = _toward(suspects, path, chosen.union(targets))
     if suspects:
         storage.check_saved(suspects)
     return path, targets

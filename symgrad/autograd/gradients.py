@@ -80,7 +80,7 @@ def differentiable_gradients(outputs, seeds, inputs) -> list:
             raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
         if seed is None and output.numel() != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
-        path, leaves = gradient_path(output._node, None)
+        path, leaves = gradient_path(output._node, inputs)
         reached = set(path) | {output._node}
         used = [(k, t, n) for k, t in enumerate(inputs) for n in _nodes_of(t, leaves)
                 if n is output._node or any(n in m.inputs for m in reached)]
